@@ -1,0 +1,137 @@
+# distutils: language = c++
+# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Compressed-sparse-row kernels used by the readers and the partitioner.
+
+Every kernel is O(E) or O(E log d) (d = row length), runs without the GIL and allocates only
+its outputs, so graphs with hundreds of millions of edges are relabelled without the
+O(E log E) sorts and the temporaries that numpy's unique/argsort would need.
+"""
+import numpy as np
+
+from libc.stdint cimport int64_t
+from libcpp.algorithm cimport sort
+from libcpp.pair cimport pair
+from libcpp.vector cimport vector
+
+
+def coo_to_csr(const int64_t[::1] rows, const int64_t[::1] cols, int64_t num_rows):
+    """Local. Stable counting sort of the pairs (rows[i], cols[i]) by row.
+
+    Returns ``(indptr, cols_sorted, perm)``: ``cols_sorted[indptr[r]:indptr[r+1]]`` are the
+    columns of row ``r`` in input order, and ``perm[k]`` is the input position of entry ``k``.
+    """
+    cdef int64_t n = rows.shape[0]
+    indptr_a = np.zeros(num_rows + 1, dtype=np.int64)
+    out_a = np.empty(n, dtype=np.int64)
+    perm_a = np.empty(n, dtype=np.int64)
+    cursor_a = np.empty(num_rows, dtype=np.int64)
+    cdef int64_t[::1] indptr = indptr_a
+    cdef int64_t[::1] out = out_a
+    cdef int64_t[::1] perm = perm_a
+    cdef int64_t[::1] cursor = cursor_a
+    cdef int64_t i, r, k
+    with nogil:
+        for i in range(n):
+            indptr[rows[i] + 1] += 1
+        for r in range(num_rows):
+            indptr[r + 1] += indptr[r]
+            cursor[r] = indptr[r]
+        for i in range(n):
+            r = rows[i]
+            k = cursor[r]
+            out[k] = cols[i]
+            perm[k] = i
+            cursor[r] = k + 1
+    return indptr_a, out_a, perm_a
+
+
+def dedup_rows(const int64_t[::1] indptr, int64_t[::1] cols, int64_t[::1] perm):
+    """Local. Sort each row by column and keep one entry per (row, column), in place.
+
+    Of duplicate entries the one with the smallest ``perm`` (the first in input order) is
+    kept. Returns the new ``indptr``; the first ``indptr[-1]`` entries of ``cols`` and
+    ``perm`` hold the result.
+    """
+    cdef int64_t num_rows = indptr.shape[0] - 1
+    new_a = np.zeros(num_rows + 1, dtype=np.int64)
+    cdef int64_t[::1] new_indptr = new_a
+    cdef vector[pair[int64_t, int64_t]] buf
+    cdef int64_t r, k, w = 0, lo, hi, j
+    with nogil:
+        for r in range(num_rows):
+            lo = indptr[r]
+            hi = indptr[r + 1]
+            buf.clear()
+            for k in range(lo, hi):
+                buf.push_back(pair[int64_t, int64_t](cols[k], perm[k]))
+            sort(buf.begin(), buf.end())
+            for j in range(<int64_t>buf.size()):
+                if j > 0 and buf[j].first == buf[j - 1].first:
+                    continue
+                cols[w] = buf[j].first
+                perm[w] = buf[j].second
+                w += 1
+            new_indptr[r + 1] = w
+    return new_a
+
+
+def symmetric_adjacency(const int64_t[::1] indptr, const int64_t[::1] indices, int64_t num_nodes):
+    """Local. The undirected simple graph of a CSR/CSC: ``A + A^T``, no self loops, no repeats.
+
+    Returns ``(xadj, adjncy)`` (int64, rows sorted), the input METIS expects.
+    """
+    cdef int64_t n_edges = indices.shape[0]
+    deg_a = np.zeros(num_nodes + 1, dtype=np.int64)
+    cdef int64_t[::1] deg = deg_a
+    cdef int64_t v, k, u, w, lo, hi, last, total
+    with nogil:
+        for v in range(num_nodes):
+            deg[v + 1] += indptr[v + 1] - indptr[v]
+            for k in range(indptr[v], indptr[v + 1]):
+                deg[indices[k] + 1] += 1
+        for v in range(num_nodes):
+            deg[v + 1] += deg[v]
+        total = deg[num_nodes]
+    adj_a = np.empty(total, dtype=np.int64)
+    cursor_a = deg_a[:-1].copy()
+    cdef int64_t[::1] adj = adj_a
+    cdef int64_t[::1] cursor = cursor_a
+    xadj_a = np.zeros(num_nodes + 1, dtype=np.int64)
+    cdef int64_t[::1] xadj = xadj_a
+    with nogil:
+        for v in range(num_nodes):
+            for k in range(indptr[v], indptr[v + 1]):
+                u = indices[k]
+                adj[cursor[v]] = u
+                cursor[v] += 1
+                adj[cursor[u]] = v
+                cursor[u] += 1
+        w = 0
+        for v in range(num_nodes):
+            lo = deg[v]
+            hi = deg[v + 1]
+            sort(&adj[0] + lo, &adj[0] + hi)
+            last = -1
+            for k in range(lo, hi):
+                u = adj[k]
+                if u != v and u != last:
+                    adj[w] = u
+                    w += 1
+                last = u
+            xadj[v + 1] = w
+    return xadj_a, adj_a[:w].copy()
+
+
+def expand_ranges(const int64_t[::1] starts, const int64_t[::1] counts):
+    """Local. Concatenate ``arange(starts[i], starts[i] + counts[i])`` over i (row gathers)."""
+    cdef int64_t n = starts.shape[0], i, j, w = 0, total = 0
+    for i in range(n):
+        total += counts[i]
+    out_a = np.empty(total, dtype=np.int64)
+    cdef int64_t[::1] out = out_a
+    with nogil:
+        for i in range(n):
+            for j in range(counts[i]):
+                out[w] = starts[i] + j
+                w += 1
+    return out_a

@@ -1,0 +1,12 @@
+"""hpcgnn: distributed graph neural network training as one MPI program.
+
+Importing the package never initialises MPI; modules that need it import ``mpi4py.MPI``
+themselves and take ``comm`` explicitly.
+"""
+
+__version__ = "0.1.0"
+
+from hpcgnn.errors import InputError  # noqa: E402
+from hpcgnn.graph import Graph  # noqa: E402
+
+__all__ = ["Graph", "InputError", "__version__"]

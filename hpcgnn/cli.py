@@ -1,0 +1,67 @@
+"""The ``hpcgnn`` console command: ``hpcgnn <subcommand> ...``.
+
+Each subcommand is also ``python -m hpcgnn.<subcommand>``; both routes call the module's
+``main(argv)``. Bad input ends with one line on stderr and exit status 2; under MPI the whole
+job is aborted so no rank is left waiting.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import sys
+
+from hpcgnn.errors import InputError
+
+SUBCOMMANDS = {
+    "generate": ("hpcgnn.generate", "write a synthetic graph (RMAT with communities, SBM) as .npz"),
+    "partition": ("hpcgnn.partition", "read a graph, partition it (METIS/random), write HDF5 parts"),
+    "inspect": ("hpcgnn.inspect", "summarise and verify a partitioned dataset"),
+}
+
+
+def fail(prog, message, status=2):
+    """Local. Print ``prog: error: message`` and end the process (the whole MPI job if any)."""
+    print(f"{prog}: error: {message}", file=sys.stderr, flush=True)
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() and mpi.COMM_WORLD.size > 1:
+        mpi.COMM_WORLD.Abort(status)
+    sys.exit(status)
+
+
+def entry_point(prog):
+    """Local. Decorate a subcommand's ``main`` so InputError becomes a one-line error exit."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def run(argv=None):
+            try:
+                return fn(argv)
+            except InputError as exc:
+                fail(prog, str(exc))
+            except KeyboardInterrupt:
+                fail(prog, "interrupted", status=130)
+        return run
+    return wrap
+
+
+def main(argv=None):
+    """Local. Dispatch ``hpcgnn <subcommand> [args]`` to the subcommand's module."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        width = max(len(k) for k in SUBCOMMANDS)
+        lines = [f"  {k:<{width}}  {help_}" for k, (_, help_) in SUBCOMMANDS.items()]
+        print("usage: hpcgnn <subcommand> [options]   (each also runs as python -m hpcgnn.<subcommand>)\n\n"
+              "subcommands:\n" + "\n".join(lines) + "\n\n'hpcgnn <subcommand> --help' describes each.")
+        return 0 if argv else 2
+    if argv[0] in ("-V", "--version"):
+        from hpcgnn import __version__
+        print(f"hpcgnn {__version__}")
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in SUBCOMMANDS:
+        fail("hpcgnn", f"unknown subcommand '{name}' (choose from {', '.join(SUBCOMMANDS)})")
+    module = importlib.import_module(SUBCOMMANDS[name][0])
+    return module.main(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""Graph clean-up and splits applied between reading and partitioning.
+
+Every transform returns a new :class:`~hpcgnn.graph.Graph`; edge fields follow their edges
+and node fields their nodes. The heavy ones (dedup, symmetrize) use the compiled CSR kernels,
+which are linear in the edge count apart from sorting each node's own neighbour list.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from hpcgnn import _csr
+from hpcgnn.errors import InputError
+from hpcgnn.graph import MASKS, Graph
+
+
+def _with_edges(graph, keep=None, src=None, dst=None, edata=None):
+    """Copy of ``graph`` with a new edge set (``keep`` selects or reorders existing edges)."""
+    if keep is not None:
+        src, dst = graph.src[keep], graph.dst[keep]
+        edata = {k: v[keep] for k, v in graph.edata.items()}
+    return Graph(graph.num_nodes, src, dst, dict(graph.ndata), edata, graph.name, graph.source)
+
+
+def remove_self_loops(graph: Graph) -> Graph:
+    """Local. Drop every edge ``v -> v``."""
+    keep = graph.src != graph.dst
+    return graph if keep.all() else _with_edges(graph, keep=np.flatnonzero(keep))
+
+
+def dedup(graph: Graph) -> Graph:
+    """Local. Keep one edge per (src, dst) pair: the first in input order, input order kept."""
+    _, _, eids = _unique_in_edges(graph.dst, graph.src, graph.num_nodes)
+    if eids.shape[0] == graph.num_edges:
+        return graph
+    eids.sort()
+    return _with_edges(graph, keep=eids)
+
+
+def _unique_in_edges(dst, src, num_nodes):
+    indptr, cols, eids = _csr.coo_to_csr(dst, src, num_nodes)
+    indptr = _csr.dedup_rows(indptr, cols, eids)
+    nnz = int(indptr[-1])
+    return indptr, cols[:nnz], eids[:nnz]
+
+
+def symmetrize(graph: Graph) -> Graph:
+    """Local. Add the reverse of every edge and remove repeats (a simple bidirected graph).
+
+    The reverse of edge ``e`` carries ``e``'s edge fields. Like DGL's ``to_bidirected``, the
+    result has each ordered pair once, so multi-edges of the input collapse too.
+    """
+    n = graph.num_edges
+    both_src = np.concatenate([graph.src, graph.dst])
+    both_dst = np.concatenate([graph.dst, graph.src])
+    _, _, eids = _unique_in_edges(both_dst, both_src, graph.num_nodes)
+    eids.sort()
+    src, dst = both_src[eids], both_dst[eids]
+    del both_src, both_dst
+    origin = np.where(eids < n, eids, eids - n)
+    edata = {k: v[origin] for k, v in graph.edata.items()}
+    return _with_edges(graph, src=src, dst=dst, edata=edata)
+
+
+def largest_component(graph: Graph) -> Graph:
+    """Local. Restrict to the largest weakly connected component, ids renumbered in order."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    n = graph.num_nodes
+    ones = np.ones(graph.num_edges, dtype=np.int8)
+    adjacency = coo_matrix((ones, (graph.src, graph.dst)), shape=(n, n)).tocsr()
+    _, component = connected_components(adjacency, directed=True, connection="weak")
+    biggest = np.bincount(component).argmax()
+    keep_nodes = component == biggest
+    if keep_nodes.all():
+        return graph
+    new_id = np.cumsum(keep_nodes) - 1
+    keep_edges = np.flatnonzero(keep_nodes[graph.src])  # an edge's ends share a component
+    ndata = {k: v[keep_nodes] for k, v in graph.ndata.items()}
+    edata = {k: v[keep_edges] for k, v in graph.edata.items()}
+    return Graph(int(keep_nodes.sum()), new_id[graph.src[keep_edges]], new_id[graph.dst[keep_edges]],
+                 ndata, edata, graph.name, graph.source)
+
+
+def apply_split(graph: Graph, spec: str | None, seed: int = 0) -> Graph:
+    """Local. Set ``train_mask``/``val_mask``/``test_mask`` from a split spec.
+
+    Parameters
+    ----------
+    spec : str or None
+        ``None`` or ``"dataset"`` keeps the dataset's own masks. ``"0.6,0.2,0.2"`` draws a
+        seeded random split of the labelled nodes with these fractions (they may sum to less
+        than 1). ``"per-class:20,30"`` is the Shchur protocol: per class 20 training and 30
+        validation nodes, every other labelled node is a test node.
+    seed : int
+        Seed of the random draw; the same seed always gives the same masks.
+    """
+    if spec is None or spec == "dataset":
+        return graph
+    label = graph.ndata.get("label")
+    if label is None:
+        raise InputError(graph.source, "a split needs node labels", "label", None)
+    labelled = np.flatnonzero(label >= 0)
+    rng = np.random.default_rng(seed)
+    train, val, test = (np.zeros(graph.num_nodes, dtype=bool) for _ in range(3))
+    per_class = re.fullmatch(r"per-class:(\d+),(\d+)", spec)
+    if per_class:
+        n_train, n_val = int(per_class.group(1)), int(per_class.group(2))
+        for cls in np.unique(label[labelled]):
+            members = rng.permutation(labelled[label[labelled] == cls])
+            train[members[:n_train]] = True
+            val[members[n_train:n_train + n_val]] = True
+            test[members[n_train + n_val:]] = True
+    else:
+        try:
+            fractions = [float(x) for x in spec.split(",")]
+        except ValueError:
+            fractions = []
+        if len(fractions) != 3 or min(fractions) < 0 or sum(fractions) > 1 + 1e-9:
+            raise InputError(None, "expected 'dataset', 'a,b,c' fractions summing to at most 1, "
+                             "or 'per-class:T,V'", "--split", spec)
+        order = rng.permutation(labelled)
+        cut1 = int(round(fractions[0] * len(order)))
+        cut2 = cut1 + int(round(fractions[1] * len(order)))
+        cut3 = cut2 + int(round(fractions[2] * len(order)))
+        train[order[:cut1]], val[order[cut1:cut2]], test[order[cut2:cut3]] = True, True, True
+    ndata = dict(graph.ndata)
+    ndata.update(zip(MASKS, (train, val, test)))
+    return Graph(graph.num_nodes, graph.src, graph.dst, ndata, graph.edata, graph.name, graph.source)
+
+
+def prepare(graph: Graph, symmetrize_edges=False, drop_self_loops=False, dedup_edges=False,
+            largest_cc=False, split=None, split_seed=0) -> Graph:
+    """Local. Apply the command-line clean-up options in a fixed, documented order.
+
+    Order: self loops, symmetrize (which implies dedup), dedup, largest component, split.
+    """
+    if drop_self_loops:
+        graph = remove_self_loops(graph)
+    if symmetrize_edges:
+        graph = symmetrize(graph)
+    elif dedup_edges:
+        graph = dedup(graph)
+    if largest_cc:
+        graph = largest_component(graph)
+    return apply_split(graph, split, split_seed)

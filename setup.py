@@ -1,0 +1,27 @@
+"""Build hpcgnn: a pure-Python package plus the compiled graph kernels in cython/."""
+import numpy
+from Cython.Build import cythonize
+from setuptools import Extension, find_packages, setup
+
+kernels = [
+    Extension(
+        "hpcgnn._csr",
+        ["cython/csr.pyx"],
+        include_dirs=[numpy.get_include()],
+        language="c++",
+        extra_compile_args=["-O3", "-std=c++17"],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+    ),
+]
+
+setup(
+    name="hpcgnn",
+    version="0.1.0",
+    description="Distributed GNN training on CPU clusters as one MPI program",
+    packages=find_packages(include=["hpcgnn", "hpcgnn.*"]),
+    ext_modules=cythonize(kernels, language_level=3, compiler_directives={"boundscheck": False,
+                                                                          "wraparound": False}),
+    python_requires=">=3.10",
+    install_requires=["numpy>=1.24", "scipy", "h5py", "pymetis", "mpi4py>=3.1", "tqdm"],
+    entry_points={"console_scripts": ["hpcgnn = hpcgnn.cli:main"]},
+)

@@ -1,0 +1,88 @@
+"""Test helpers, including the ``mpi`` marker.
+
+``@pytest.mark.mpi(sizes=(1, 2, 4))`` parametrises a test over ``nranks``; the test process
+then re-runs that one test under ``mpiexec -n nranks`` with a timeout, so a deadlock fails the
+test instead of hanging the suite. Inside the ranks the ``comm`` fixture is MPI.COMM_WORLD and
+``shared_tmp`` is one directory seen by every rank. A failing rank aborts the whole job at
+once rather than leaving the others waiting in a collective.
+"""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+
+CHILD_ENV = "HPCGNN_MPI_CHILD"
+SHARED_ENV = "HPCGNN_TEST_DIR"
+DEFAULT_TIMEOUT = 120
+
+
+def in_mpi_child():
+    return os.environ.get(CHILD_ENV) == "1"
+
+
+def mpiexec_path():
+    local = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    return local if os.path.exists(local) else shutil.which("mpiexec")
+
+
+def pytest_generate_tests(metafunc):
+    marker = metafunc.definition.get_closest_marker("mpi")
+    if marker is not None and "nranks" in metafunc.fixturenames:
+        sizes = marker.kwargs.get("sizes", marker.args[0] if marker.args else (1, 2, 4))
+        metafunc.parametrize("nranks", sizes, ids=[f"np{n}" for n in sizes])
+
+
+@pytest.fixture
+def shared_tmp(tmp_path):
+    """A directory shared by every rank of an MPI test (the parent's tmp_path)."""
+    return os.environ.get(SHARED_ENV, str(tmp_path)) if in_mpi_child() else str(tmp_path)
+
+
+@pytest.fixture
+def comm():
+    from mpi4py import MPI
+
+    return MPI.COMM_WORLD
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    marker = pyfuncitem.get_closest_marker("mpi")
+    if marker is None or in_mpi_child():
+        return None
+    nranks = pyfuncitem.funcargs["nranks"]
+    timeout = marker.kwargs.get("timeout", DEFAULT_TIMEOUT)
+    shared = pyfuncitem.funcargs.get("shared_tmp") or str(pyfuncitem.funcargs.get("tmp_path", "/tmp"))
+    exe = mpiexec_path()
+    if exe is None:
+        pytest.fail("mpiexec not found (run 'make install')")
+    env = dict(os.environ, **{CHILD_ENV: "1", SHARED_ENV: shared, "OMP_NUM_THREADS": "1"})
+    cmd = [exe, "-n", str(nranks), sys.executable, "-m", "pytest", "-q", "-x", "--no-header",
+           "-p", "no:cacheprovider", pyfuncitem.nodeid]
+    proc = subprocess.Popen(cmd, cwd=str(pyfuncitem.config.rootpath), env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        pytest.fail(f"deadlock or hang: {nranks} ranks did not finish within {timeout}s\n{out[-4000:]}")
+    if proc.returncode != 0:
+        pytest.fail(f"failed under mpiexec -n {nranks} (exit {proc.returncode}):\n{out[-6000:]}")
+    return True
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if in_mpi_child() and report.failed:
+        from mpi4py import MPI
+
+        if MPI.COMM_WORLD.size > 1:
+            print(f"[rank {MPI.COMM_WORLD.rank}] {report.nodeid} failed:\n{report.longreprtext}",
+                  file=sys.stderr, flush=True)
+            MPI.COMM_WORLD.Abort(1)
