@@ -135,3 +135,25 @@ def expand_ranges(const int64_t[::1] starts, const int64_t[::1] counts):
                 out[w] = starts[i] + j
                 w += 1
     return out_a
+
+
+def drop_diagonal(const int64_t[::1] indptr, const int64_t[::1] indices):
+    """Local. Copy of a CSR/CSC without its self loops: ``(indptr, indices)`` int64."""
+    cdef int64_t num_rows = indptr.shape[0] - 1, r, k, w = 0, loops = 0
+    with nogil:
+        for r in range(num_rows):
+            for k in range(indptr[r], indptr[r + 1]):
+                if indices[k] == r:
+                    loops += 1
+    new_indptr_a = np.zeros(num_rows + 1, dtype=np.int64)
+    new_indices_a = np.empty(indices.shape[0] - loops, dtype=np.int64)
+    cdef int64_t[::1] new_indptr = new_indptr_a
+    cdef int64_t[::1] new_indices = new_indices_a
+    with nogil:
+        for r in range(num_rows):
+            for k in range(indptr[r], indptr[r + 1]):
+                if indices[k] != r:
+                    new_indices[w] = indices[k]
+                    w += 1
+            new_indptr[r + 1] = w
+    return new_indptr_a, new_indices_a

@@ -28,6 +28,9 @@ class Graph:
     edata: dict = field(default_factory=dict)
     name: str = "graph"
     source: str = "<memory>"
+    #: True when every edge's reverse is known to be present (set by ``transform.symmetrize``);
+    #: lets the partitioner hand the in-edge CSC to METIS without building ``A + A^T``.
+    symmetric: bool = False
 
     @property
     def num_edges(self) -> int:

@@ -63,8 +63,12 @@ def assign_parts(graph: Graph, csc, num_parts: int, method: str = "metis", seed:
 
     indptr, indices, _ = csc
     weights, names = balance_weights(graph, indptr)
-    xadj, adjncy = _csr.symmetric_adjacency(indptr, indices, graph.num_nodes)
+    if graph.symmetric:  # the in-edge CSC already is the undirected adjacency
+        xadj, adjncy = _csr.drop_diagonal(indptr, indices)
+    else:
+        xadj, adjncy = _csr.symmetric_adjacency(indptr, indices, graph.num_nodes)
     parts = part_graph_kway(xadj, adjncy, num_parts, weights)
+    del xadj, adjncy
     info.update(constraints=names, seed="METIS default")
     return parts, info
 
@@ -348,7 +352,7 @@ def load_prepared(args):
 
     t0 = time.perf_counter()
     fmt_name = args.format or detect_format(args.input)
-    graph = read_graph(args.input, format=fmt_name, **reader_options(args, fmt_name))
+    graph = read_graph(args.input, format=fmt_name, **reader_options(args, args.input))
     if args.name:
         graph.name = args.name
     read_s = time.perf_counter() - t0

@@ -15,16 +15,17 @@ from hpcgnn.errors import InputError
 from hpcgnn.graph import MASKS, Graph
 
 
-def _with_edges(graph, keep=None, src=None, dst=None, edata=None):
+def _with_edges(graph, keep=None, src=None, dst=None, edata=None, symmetric=None):
     """Copy of ``graph`` with a new edge set (``keep`` selects or reorders existing edges)."""
     if keep is not None:
         src, dst = graph.src[keep], graph.dst[keep]
         edata = {k: v[keep] for k, v in graph.edata.items()}
-    return Graph(graph.num_nodes, src, dst, dict(graph.ndata), edata, graph.name, graph.source)
+    symmetric = graph.symmetric if symmetric is None else symmetric
+    return Graph(graph.num_nodes, src, dst, dict(graph.ndata), edata, graph.name, graph.source, symmetric)
 
 
 def remove_self_loops(graph: Graph) -> Graph:
-    """Local. Drop every edge ``v -> v``."""
+    """Local. Drop every edge ``v -> v`` (edge order kept)."""
     keep = graph.src != graph.dst
     return graph if keep.all() else _with_edges(graph, keep=np.flatnonzero(keep))
 
@@ -34,8 +35,9 @@ def dedup(graph: Graph) -> Graph:
     _, _, eids = _unique_in_edges(graph.dst, graph.src, graph.num_nodes)
     if eids.shape[0] == graph.num_edges:
         return graph
-    eids.sort()
-    return _with_edges(graph, keep=eids)
+    keep = np.zeros(graph.num_edges, dtype=bool)
+    keep[eids] = True
+    return _with_edges(graph, keep=np.flatnonzero(keep))
 
 
 def _unique_in_edges(dst, src, num_nodes):
@@ -49,18 +51,21 @@ def symmetrize(graph: Graph) -> Graph:
     """Local. Add the reverse of every edge and remove repeats (a simple bidirected graph).
 
     The reverse of edge ``e`` carries ``e``'s edge fields. Like DGL's ``to_bidirected``, the
-    result has each ordered pair once, so multi-edges of the input collapse too.
+    result has each ordered pair once, so multi-edges of the input collapse too. Edges come
+    out grouped by destination, sources ascending (CSC order), which makes the partitioner's
+    own CSC build a sequential pass.
     """
     n = graph.num_edges
     both_src = np.concatenate([graph.src, graph.dst])
     both_dst = np.concatenate([graph.dst, graph.src])
-    _, _, eids = _unique_in_edges(both_dst, both_src, graph.num_nodes)
-    eids.sort()
-    src, dst = both_src[eids], both_dst[eids]
+    indptr, src, eids = _unique_in_edges(both_dst, both_src, graph.num_nodes)
     del both_src, both_dst
-    origin = np.where(eids < n, eids, eids - n)
-    edata = {k: v[origin] for k, v in graph.edata.items()}
-    return _with_edges(graph, src=src, dst=dst, edata=edata)
+    dst = np.repeat(np.arange(graph.num_nodes, dtype=np.int64), np.diff(indptr))
+    edata = {}
+    if graph.edata:
+        origin = np.where(eids < n, eids, eids - n)
+        edata = {k: v[origin] for k, v in graph.edata.items()}
+    return _with_edges(graph, src=src.copy(), dst=dst, edata=edata, symmetric=True)
 
 
 def largest_component(graph: Graph) -> Graph:
@@ -81,7 +86,7 @@ def largest_component(graph: Graph) -> Graph:
     ndata = {k: v[keep_nodes] for k, v in graph.ndata.items()}
     edata = {k: v[keep_edges] for k, v in graph.edata.items()}
     return Graph(int(keep_nodes.sum()), new_id[graph.src[keep_edges]], new_id[graph.dst[keep_edges]],
-                 ndata, edata, graph.name, graph.source)
+                 ndata, edata, graph.name, graph.source, graph.symmetric)
 
 
 def apply_split(graph: Graph, spec: str | None, seed: int = 0) -> Graph:
@@ -128,7 +133,8 @@ def apply_split(graph: Graph, spec: str | None, seed: int = 0) -> Graph:
         train[order[:cut1]], val[order[cut1:cut2]], test[order[cut2:cut3]] = True, True, True
     ndata = dict(graph.ndata)
     ndata.update(zip(MASKS, (train, val, test)))
-    return Graph(graph.num_nodes, graph.src, graph.dst, ndata, graph.edata, graph.name, graph.source)
+    return Graph(graph.num_nodes, graph.src, graph.dst, ndata, graph.edata, graph.name, graph.source,
+                 graph.symmetric)
 
 
 def prepare(graph: Graph, symmetrize_edges=False, drop_self_loops=False, dedup_edges=False,
