@@ -8,7 +8,7 @@ O(E log E) sorts and the temporaries that numpy's unique/argsort would need.
 """
 import numpy as np
 
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint64_t
 from libcpp.algorithm cimport sort
 from libcpp.pair cimport pair
 from libcpp.vector cimport vector
@@ -157,3 +157,40 @@ def drop_diagonal(const int64_t[::1] indptr, const int64_t[::1] indices):
                     w += 1
             new_indptr[r + 1] = w
     return new_indptr_a, new_indices_a
+
+
+cdef inline double _pair_uniform(uint64_t lo, uint64_t hi, uint64_t seed) noexcept nogil:
+    # splitmix64 of the unordered pair: the same draw from both endpoints' rows
+    cdef uint64_t z = lo * 0x9E3779B97F4A7C15ULL + hi + seed * 0xD1B54A32D192ED03ULL
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL
+    z = z ^ (z >> 31)
+    return <double>(z >> 11) * (1.0 / 9007199254740992.0)
+
+
+def sparsify_symmetric(const int64_t[::1] xadj, const int64_t[::1] adjncy, double keep_degree,
+                       uint64_t seed=0):
+    """Local. Thin a symmetric adjacency while keeping every node's neighbourhood visible.
+
+    Edge ``{u, v}`` survives with probability ``min(1, keep_degree / min(deg u, deg v))``,
+    decided by a hash of the pair, so the result stays symmetric and deterministic. Every
+    edge of a node with degree <= ``keep_degree`` survives; only hub-to-hub edges, which
+    dominate the edge count of power-law graphs and barely inform a partition, are thinned.
+    Returns ``(xadj, adjncy)``.
+    """
+    cdef int64_t n = xadj.shape[0] - 1, v, k, u, w = 0, dmin
+    new_xadj_a = np.zeros(n + 1, dtype=np.int64)
+    out_a = np.empty(adjncy.shape[0], dtype=np.int64)
+    cdef int64_t[::1] new_xadj = new_xadj_a
+    cdef int64_t[::1] out = out_a
+    with nogil:
+        for v in range(n):
+            for k in range(xadj[v], xadj[v + 1]):
+                u = adjncy[k]
+                dmin = min(xadj[v + 1] - xadj[v], xadj[u + 1] - xadj[u])
+                if dmin <= keep_degree or \
+                        _pair_uniform(min(u, v), max(u, v), seed) * dmin < keep_degree:
+                    out[w] = u
+                    w += 1
+            new_xadj[v + 1] = w
+    return new_xadj_a, out_a[:w].copy()

@@ -15,6 +15,7 @@ _ERRORS = {-2: "METIS rejected its input", -3: "METIS ran out of memory", -4: "M
 
 
 _NOPTIONS = 40
+_OPTION_SEED = 8  # METIS 5.1 option layout (pymetis.options_indices.SEED)
 
 
 def _library():
@@ -27,7 +28,7 @@ def _library():
     return lib
 
 
-def part_graph_kway(xadj, adjncy, num_parts, vertex_weights=None):
+def part_graph_kway(xadj, adjncy, num_parts, vertex_weights=None, seed=0):
     """Local. k-way METIS partition of an undirected graph with several balance constraints.
 
     Parameters
@@ -39,11 +40,13 @@ def part_graph_kway(xadj, adjncy, num_parts, vertex_weights=None):
     vertex_weights : ndarray of int64, shape (N, ncon), optional
         One column per constraint; METIS keeps each column's per-part sum within its default
         3% tolerance of the mean as far as it can.
+    seed : int
+        METIS's random seed; the same seed and input give the same partition.
 
     Returns
     -------
     parts : ndarray of int64, shape (N,)
-        The part of every vertex. Deterministic: METIS runs with its default (fixed) seed.
+        The part of every vertex.
     """
     n = xadj.shape[0] - 1
     xadj = np.ascontiguousarray(xadj, dtype=np.int64)
@@ -68,6 +71,7 @@ def part_graph_kway(xadj, adjncy, num_parts, vertex_weights=None):
     # default-initialised options array does.
     options = np.zeros(_NOPTIONS, dtype=np.int64)
     lib.METIS_SetDefaultOptions(options.ctypes.data)
+    options[_OPTION_SEED] = seed
     status = lib.METIS_PartGraphKway(
         ctypes.addressof(nvtxs), ctypes.addressof(ncon), xadj.ctypes.data, adjncy.ctypes.data,
         vwgt.ctypes.data, None, None, ctypes.addressof(nparts), None, None, options.ctypes.data,

@@ -44,12 +44,21 @@ def balance_weights(graph: Graph, indptr):
     return np.stack(columns, axis=1), names
 
 
-def assign_parts(graph: Graph, csc, num_parts: int, method: str = "metis", seed: int = 0):
+DEFAULT_KEEP_DEGREE = 16
+
+
+def assign_parts(graph: Graph, csc, num_parts: int, method: str = "metis", seed: int = 0,
+                 keep_degree: float = DEFAULT_KEEP_DEGREE):
     """Local. The part of every node, and a description of how it was chosen.
 
     ``metis`` minimises the edge cut of the undirected graph under balance constraints on
     node count, in-degree and train/val/test membership; ``random`` deals nodes out in
     equal shares from a seeded permutation (the baseline).
+
+    Before METIS, edges between two nodes of degree above ``keep_degree`` are thinned
+    (``_csr.sparsify_symmetric``; 0 disables it). On power-law graphs this hands METIS a
+    fraction of the edges, cutting its time and memory by 2-3x, while the cut measured on the
+    full graph stays the same: see the README's partitioning table.
     """
     info = {"method": method, "seed": seed}
     if num_parts == 1:
@@ -67,9 +76,13 @@ def assign_parts(graph: Graph, csc, num_parts: int, method: str = "metis", seed:
         xadj, adjncy = _csr.drop_diagonal(indptr, indices)
     else:
         xadj, adjncy = _csr.symmetric_adjacency(indptr, indices, graph.num_nodes)
-    parts = part_graph_kway(xadj, adjncy, num_parts, weights)
+    undirected_edges = adjncy.shape[0] // 2
+    if keep_degree > 0:
+        xadj, adjncy = _csr.sparsify_symmetric(xadj, adjncy, keep_degree, seed)
+    info.update(constraints=names, keep_degree=keep_degree, undirected_edges=int(undirected_edges),
+                metis_edges=int(adjncy.shape[0] // 2))
+    parts = part_graph_kway(xadj, adjncy, num_parts, weights, seed)
     del xadj, adjncy
-    info.update(constraints=names, seed="METIS default")
     return parts, info
 
 
@@ -157,7 +170,8 @@ def _write_part(directory, arrays, part_id, num_parts, node_starts, edge_start):
 
 
 def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis", seed=0,
-                    comm=None, source=None, release_input=False) -> dict | None:
+                    comm=None, source=None, release_input=False,
+                    keep_degree=DEFAULT_KEEP_DEGREE) -> dict | None:
     """Collective over comm. Partition ``graph`` and write the dataset to ``out_dir``.
 
     Parameters
@@ -169,12 +183,16 @@ def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis"
     num_parts : int
         Number of parts. Rank r of comm writes parts r, r + size, ...
     method : {"metis", "random"}
+    seed : int
+        Seed of METIS or of the random assignment.
     comm : mpi4py communicator or None
         None runs serially in this process.
     source : dict, optional
         Provenance recorded in meta.json (input path, format, clean-up options).
     release_input : bool
         Drop ``graph.src``/``graph.dst`` once the CSC is built, to lower peak memory.
+    keep_degree : float
+        Hub-edge thinning threshold before METIS (see :func:`assign_parts`); 0 disables it.
 
     Returns
     -------
@@ -190,7 +208,7 @@ def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis"
         csc = build_csc(graph)
         if release_input:
             graph.src = graph.dst = np.empty(0, dtype=np.int64)
-        parts, info = assign_parts(graph, csc, num_parts, method, seed)
+        parts, info = assign_parts(graph, csc, num_parts, method, seed, keep_degree)
         timings["assign_s"] = time.perf_counter() - t0
         relabel = Relabeling(parts, num_parts)
         del parts
@@ -299,7 +317,11 @@ def build_parser():
     parser.add_argument("--out", "-o", required=True, help="output directory")
     parser.add_argument("--method", choices=METHODS, default="metis",
                         help="metis: min edge cut, balanced in nodes/in-degree/splits; random: baseline")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random method")
+    parser.add_argument("--seed", type=int, default=0, help="seed of METIS or of the random method")
+    parser.add_argument("--keep-degree", type=float, default=DEFAULT_KEEP_DEGREE,
+                        help="before METIS, thin edges between nodes both of degree above this "
+                             "(hub-to-hub edges; power-law graphs partition 2-3x faster in a third "
+                             "of the memory at the same cut); 0 gives METIS every edge")
     parser.add_argument("--name", help="graph name recorded in meta.json (default: input file name)")
     parser.add_argument("--force", action="store_true", help="replace an existing output directory")
     clean = parser.add_argument_group("clean-up (applied in this order)")
@@ -335,7 +357,7 @@ def main(argv=None):
             raise InputError(args.input, f"more parts than nodes ({graph.num_nodes})", "--parts", args.parts)
     t0 = time.perf_counter()
     meta = partition_graph(graph, out_dir, args.parts, args.method, args.seed, comm=comm,
-                           source=source, release_input=True)
+                           source=source, release_input=True, keep_degree=args.keep_degree)
     if rank == 0:
         p = meta["partitioner"]
         print(f"wrote {out_dir}: {meta['num_parts']} parts, {meta['num_nodes']:,} nodes, "
