@@ -1,0 +1,110 @@
+"""Partitioning benchmark: hpcgnn vs DGL 2.1's partition_graph on the same RMAT graph.
+
+For each part count: wall time, peak RSS, edge cut, balance and bytes on disk, of
+``hpcgnn partition --symmetrize`` (default hub thinning, and ``--keep-degree 0`` = METIS on
+every edge) and, when DGL's virtualenv exists (``--dgl``; ``--dgl-setup`` builds it with
+../shared/anchor_dgl/setup.sh), of the anchor's ``bench_partition.py`` (load + to_bidirected +
+partition_graph with train-mask and edge balancing), interleaved in one run.
+
+    python bench/partition.py                        # 1M nodes / 25M edges, 2 and 4 parts
+    python bench/partition.py --dgl --dgl-setup      # side by side with DGL
+    python bench/partition.py --nodes 100000 --edges 2000000 --feat-dim 64 --classes 10
+"""
+import argparse
+import json
+import os
+import shutil
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+
+def run_hpcgnn(graph, parts, out, keep_degree):
+    shutil.rmtree(out, ignore_errors=True)
+    wall, rss, _ = common.timed(common.hpcgnn_cmd(
+        "partition", graph, "--parts", str(parts), "--symmetrize", "--out", out,
+        "--keep-degree", str(keep_degree)))
+    with open(os.path.join(out, "meta.json")) as fh:
+        meta = json.load(fh)
+    p, src = meta["partitioner"], meta["source"]
+    row = {"tool": f"hpcgnn keep-degree={keep_degree:g}", "parts": parts, "process_wall_s": wall,
+           "load_s": src["read_s"] + src["prepare_s"], "partition_s": p["assign_s"] + p["write_s"],
+           "peak_rss_GiB": rss / 1024, "edges": meta["num_edges"], "cut_pct": 100 * p["edge_cut_fraction"],
+           "imb_nodes": p["imbalance"]["num_nodes"], "imb_edges": p["imbalance"]["num_edges"],
+           "imb_train": p["imbalance"]["train"], "disk_MiB": common.du_bytes(out) / 2**20}
+    shutil.rmtree(out, ignore_errors=True)
+    return row
+
+
+def run_dgl(python, graph, parts, out):
+    shutil.rmtree(out, ignore_errors=True)
+    result = out + ".json"
+    wall, rss, _ = common.timed([python, "bench_partition.py", "--graph", graph, "--method", "metis",
+                                 "--parts", str(parts), "--out", out, "--name", "g", "--json", result],
+                                cwd=common.ANCHOR)
+    with open(result) as fh:
+        res = json.load(fh)
+    imb = res["imbalance_max_over_mean"]
+    row = {"tool": "DGL 2.1 partition_graph", "parts": parts, "process_wall_s": wall, "load_s": res["load_s"],
+           "partition_s": res["partition_wall_s"], "peak_rss_GiB": rss / 1024, "edges": res["edges"],
+           "cut_pct": 100 * res["edge_cut_frac"], "imb_nodes": imb["owned_nodes"],
+           "imb_edges": imb["owned_edges"], "imb_train": imb["train_nodes"], "disk_MiB": res["disk_bytes"] / 2**20}
+    shutil.rmtree(out, ignore_errors=True)
+    return row
+
+
+COLUMNS = ["tool", "parts", "process_wall_s", "load_s", "partition_s", "peak_rss_GiB", "edges", "cut_pct",
+           "imb_nodes", "imb_edges", "imb_train", "disk_MiB"]
+
+
+def show(row):
+    cells = [f"{row[c]:.3f}" if isinstance(row[c], float) and c.startswith("imb") else
+             f"{row[c]:.2f}" if isinstance(row[c], float) else str(row[c]) for c in COLUMNS]
+    print("| " + " | ".join(cells) + " |", flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", type=int, default=1_000_000)
+    parser.add_argument("--edges", type=int, default=25_000_000)
+    parser.add_argument("--feat-dim", type=int, default=100)
+    parser.add_argument("--classes", type=int, default=20)
+    parser.add_argument("--parts", default="2,4")
+    parser.add_argument("--no-full", action="store_true", help="skip the --keep-degree 0 rows")
+    parser.add_argument("--dgl", action="store_true", help="also run DGL 2.1 (needs its virtualenv)")
+    parser.add_argument("--dgl-setup", action="store_true", help="build DGL's virtualenv if missing")
+    parser.add_argument("--json", help="write all rows here")
+    args = parser.parse_args()
+
+    common.print_header("partition benchmark")
+    graph = common.ensure_graph(args.nodes, args.edges, args.feat_dim, args.classes)
+    dgl = common.dgl_python(args.dgl_setup) if args.dgl else None
+    if args.dgl and dgl is None:
+        sys.exit("DGL virtualenv not found: pass --dgl-setup or set DGLENV")
+    print(f"# graph: {os.path.basename(graph)} (RMAT with communities, symmetrized by each tool)")
+    print("| " + " | ".join(COLUMNS) + " |\n|" + "---|" * len(COLUMNS))
+    rows = []
+    for parts in [int(p) for p in args.parts.split(",")]:
+        out = os.path.join(common.WORK, f"parts_{parts}")
+        rows.append(run_hpcgnn(graph, parts, out, 16))
+        show(rows[-1])
+        if dgl:
+            rows.append(run_dgl(dgl, graph, parts, out + "_dgl"))
+            show(rows[-1])
+            ours, theirs = rows[-2], rows[-1]
+            print(f"# ratios hpcgnn/DGL at {parts} parts: process wall {ours['process_wall_s'] / theirs['process_wall_s']:.2f}, "
+                  f"partition {ours['partition_s'] / theirs['partition_s']:.2f}, "
+                  f"peak RSS {ours['peak_rss_GiB'] / theirs['peak_rss_GiB']:.2f}, "
+                  f"disk {ours['disk_MiB'] / theirs['disk_MiB']:.2f}, cut {ours['cut_pct'] / theirs['cut_pct']:.3f}",
+                  flush=True)
+        if not args.no_full:
+            rows.append(run_hpcgnn(graph, parts, out, 0))
+            show(rows[-1])
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"machine": common.machine_info(), "rows": rows}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# `make demo`: the embedded default end to end on this machine.
+# A synthetic ~100k-node graph with learnable communities -> 2 METIS parts written by 2 MPI
+# ranks -> verified. Outputs go to demo/ (ignored by git).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=.venv/bin/python
+export OMP_NUM_THREADS=1
+mkdir -p demo
+if [ ! -f demo/graph.npz ]; then
+    $PY -m hpcgnn.generate rmat --nodes 100000 --edges 2000000 --feat-dim 64 --classes 10 \
+        --homophily 0.7 --seed 0 --out demo/graph.npz
+fi
+INPUT=demo/graph.npz OUT=demo/parts PARTS=2 EXTRA=--force PYTHON=$PY bash jobs/partition.sbatch

@@ -1,0 +1,67 @@
+import os
+import subprocess
+import sys
+
+import pytest
+
+from hpcgnn import cli
+
+SUBCOMMANDS = ["generate", "partition", "inspect"]
+
+
+def run(*args):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+@pytest.mark.parametrize("name", SUBCOMMANDS)
+def test_every_subcommand_has_help_both_ways(name):
+    via_module = run("-m", f"hpcgnn.{name}", "--help")
+    via_cli = run("-m", "hpcgnn.cli", name, "--help")
+    assert via_module.returncode == 0 and via_cli.returncode == 0
+    assert via_module.stdout == via_cli.stdout
+    assert f"hpcgnn {name}" in via_module.stdout
+
+
+def test_console_script_lists_subcommands(capsys):
+    assert cli.main([]) == 2
+    out = capsys.readouterr().out
+    assert all(name in out for name in SUBCOMMANDS)
+
+
+def test_unknown_subcommand_is_one_line_error(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["frobnicate"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "frobnicate" in err
+
+
+def test_generate_partition_inspect_pipeline_under_mpirun(tmp_path):
+    from tests.conftest import mpiexec_path
+
+    graph = tmp_path / "g.npz"
+    assert run("-m", "hpcgnn.generate", "sbm", "--nodes", "400", "--avg-degree", "6", "--classes", "4",
+               "--feat-dim", "4", "--out", str(graph)).returncode == 0
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run([mpiexec_path(), "-n", "2", sys.executable, "-m", "hpcgnn.partition", str(graph),
+                           "--parts", "2", "--symmetrize", "--out", str(tmp_path / "parts")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("wrote") == 1  # rank 0 reports once
+    check = run("-m", "hpcgnn.inspect", str(tmp_path / "parts"), "--verify")
+    assert check.returncode == 0 and "verify: OK" in check.stdout
+
+
+def test_bad_input_under_mpirun_aborts_every_rank_promptly(tmp_path):
+    from tests.conftest import mpiexec_path
+
+    bad = tmp_path / "bad.csv"
+    bad.write_text("0,1\n1,-5\n")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run([mpiexec_path(), "-n", "2", sys.executable, "-m", "hpcgnn.partition", str(bad),
+                           "--parts", "2", "--out", str(tmp_path / "parts")],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode != 0
+    assert "bad.csv" in proc.stderr and "-5" in proc.stderr
+    assert not (tmp_path / "parts").exists()
