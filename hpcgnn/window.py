@@ -1,0 +1,208 @@
+"""Row tables spread over ranks and read through MPI windows: the store's transport layer.
+
+Every rank holds a shard: ``counts[r]`` rows of ``row_shape`` x ``dtype``. Ranks that share a
+node map each other's shards (``MPI.Win.Allocate_shared``); MPI lays the node's shards out
+back to back, so the node's rows form one array and reading them is a single ``np.take``.
+Ranks on other nodes are read with passive-target ``Rget`` (one request per owner per call;
+``MPI_Type_create_hindexed_block`` datatypes pick the rows at the target and place them in
+request order at the origin), under one ``Lock_all`` epoch held for the window's lifetime, so
+no rank waits for another's CPU. ``HPCGNN_FORCE_RMA=1`` puts every rank on its own "node".
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from hpcgnn.comm import allgather_int, mpi, node_comm
+
+
+class RowWindow:
+    """Collective over comm. A row table sharded over the ranks of ``comm``.
+
+    Parameters
+    ----------
+    comm : MPI communicator
+    num_local_rows : int
+        Rows of this rank's shard (may be 0).
+    row_shape : tuple
+        Shape of one row (``()`` for a 1-D table).
+    dtype : numpy dtype
+    ncomm : MPI communicator, optional
+        Node-local communicator to reuse (``hpcgnn.comm.node_comm(comm)`` by default).
+
+    Attributes
+    ----------
+    local : ndarray
+        This rank's shard, writable, shape ``(num_local_rows, *row_shape)``.
+    counts : ndarray
+        Rows per rank.
+    """
+
+    def __init__(self, comm, num_local_rows, row_shape=(), dtype=np.float32, ncomm=None):
+        MPI = mpi()
+        self.comm = comm
+        self.dtype = np.dtype(dtype)
+        self.row_shape = tuple(int(x) for x in row_shape)
+        self.row_bytes = int(self.dtype.itemsize * np.prod(self.row_shape, dtype=np.int64))
+        self.counts = allgather_int(int(num_local_rows), comm)
+        self._own_ncomm = ncomm is None
+        self.ncomm = node_comm(comm) if ncomm is None else ncomm
+        self._node_ranks = np.array(self.ncomm.allgather(comm.rank), dtype=np.int64)
+        nbytes = int(num_local_rows) * self.row_bytes
+        self._shared_win = self._rma_win = None
+        if self.ncomm.size > 1:
+            self._shared_win = MPI.Win.Allocate_shared(max(nbytes, 1), 1, comm=self.ncomm)
+            memory = self._shared_win.tomemory()
+            self._node_views = [self._peer_view(r) for r in range(self.ncomm.size)]
+            self.local = self._node_views[self.ncomm.rank]
+            if self.ncomm.size < comm.size:
+                self._rma_win = MPI.Win.Create(memory, 1, comm=comm)
+        else:
+            self._rma_win = MPI.Win.Allocate(max(nbytes, 1), 1, comm=comm)
+            memory = self._rma_win.tomemory()
+            self.local = np.frombuffer(memory, dtype=np.uint8)[:nbytes].view(self.dtype).reshape(
+                (int(num_local_rows), *self.row_shape))
+            self._node_views = [self.local]
+        if self._rma_win is not None:  # one passive-target epoch for the window's lifetime
+            self._rma_win.Lock_all(MPI.MODE_NOCHECK)
+        # node_slot[r]: position of world rank r in this node (-1 if remote); lets a call
+        # split ids into node-local and remote with one lookup.
+        self.node_slot = np.full(comm.size, -1, dtype=np.int64)
+        self.node_slot[self._node_ranks] = np.arange(self.ncomm.size)
+        self._node_table, self._node_row_start = self._contiguous_node_table()
+        self._rowtype = MPI.BYTE.Create_contiguous(self.row_bytes).Commit() if self.row_bytes else None
+
+    def _peer_view(self, node_rank):
+        buf, _ = self._shared_win.Shared_query(node_rank)
+        rows = int(self.counts[self._node_ranks[node_rank]])
+        raw = np.frombuffer(buf, dtype=np.uint8)[: rows * self.row_bytes]
+        return raw.view(self.dtype).reshape((rows, *self.row_shape))
+
+    def _contiguous_node_table(self):
+        """One array over the node's shards when MPI placed them back to back (it must, by
+        default), with each node rank's first row in it; else None (per-owner views are used)."""
+        starts = np.concatenate([[0], np.cumsum([v.shape[0] for v in self._node_views])]).astype(np.int64)
+        if len(self._node_views) == 1:
+            return self._node_views[0], starts[:1]
+        base = self._node_views[0].__array_interface__["data"][0]
+        for view, start in zip(self._node_views, starts):
+            if view.shape[0] and view.__array_interface__["data"][0] != base + start * self.row_bytes:
+                return None, starts[:-1]
+        total = int(starts[-1])
+        raw = (ctypes.c_char * max(total * self.row_bytes, 1)).from_address(base)
+        table = np.frombuffer(raw, dtype=np.uint8)[: total * self.row_bytes]
+        return table.view(self.dtype).reshape((total, *self.row_shape)), starts[:-1]
+
+    # ------------------------------------------------------------------ reads
+    def read(self, owners, lids, out):
+        """Local. ``out[i] = shard_of(owners[i])[lids[i]]`` for every i; returns ``out``.
+
+        Remote rows are requested first (one ``Rget`` per owner) and node-local rows are
+        copied while those are in flight. Safe to call from several threads at once.
+        """
+        owners = np.asarray(owners, dtype=np.int64)
+        lids = np.asarray(lids, dtype=np.int64)
+        slots = self.node_slot[owners]
+        local = slots >= 0
+        if local.all():
+            self._copy_node_rows(slots, lids, out, None)
+            return out
+        remote = np.flatnonzero(~local)
+        requests, types = self._post_gets(owners[remote], lids[remote], remote, out)
+        if local.any():
+            where = np.flatnonzero(local)
+            self._copy_node_rows(slots[where], lids[where], out, where)
+        mpi().Request.Waitall(requests)
+        for datatype in types:
+            datatype.Free()
+        return out
+
+    def _copy_node_rows(self, slots, lids, out, where):
+        if self._node_table is not None:
+            rows = self._node_row_start[slots] + lids
+            if where is None:
+                np.take(self._node_table, rows, axis=0, out=out)
+            else:
+                out[where] = self._node_table[rows]
+            return
+        for slot in np.unique(slots):
+            pick = np.flatnonzero(slots == slot)
+            dest = pick if where is None else where[pick]
+            out[dest] = self._node_views[slot][lids[pick]]
+
+    def _post_gets(self, owners, lids, positions, out):
+        order = np.argsort(owners, kind="stable")
+        owners, lids, positions = owners[order], lids[order], positions[order]
+        bounds = np.flatnonzero(np.diff(owners)) + 1
+        requests, types = [], []
+        flat = out.reshape(-1).view(np.uint8) if out.size else out.view(np.uint8)
+        for lo, hi in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [owners.shape[0]]])):
+            target = self._rowtype.Create_hindexed_block(1, (lids[lo:hi] * self.row_bytes).tolist()).Commit()
+            origin = self._rowtype.Create_hindexed_block(1, (positions[lo:hi] * self.row_bytes).tolist()).Commit()
+            types += [target, origin]
+            requests.append(self._rma_win.Rget([flat, 1, origin], int(owners[lo]), [0, 1, target]))
+        return requests, types
+
+    # ----------------------------------------------------------------- writes
+    def write(self, owners, lids, values):
+        """Local. ``shard_of(owners[i])[lids[i]] = values[i]``; visible everywhere after :meth:`sync`."""
+        owners = np.asarray(owners, dtype=np.int64)
+        lids = np.asarray(lids, dtype=np.int64)
+        values = np.ascontiguousarray(values, dtype=self.dtype)
+        slots = self.node_slot[owners]
+        for slot in np.unique(slots[slots >= 0]):
+            pick = np.flatnonzero(slots == slot)
+            self._node_views[slot][lids[pick]] = values[pick]
+        remote = np.flatnonzero(slots < 0)
+        if remote.shape[0] == 0:
+            return
+        flat = values.reshape(-1).view(np.uint8)
+        for owner in np.unique(owners[remote]):
+            pick = remote[owners[remote] == owner]
+            target = self._rowtype.Create_hindexed_block(1, (lids[pick] * self.row_bytes).tolist()).Commit()
+            origin = self._rowtype.Create_hindexed_block(1, (pick * self.row_bytes).tolist()).Commit()
+            self._rma_win.Put([flat, 1, origin], int(owner), [0, 1, target])
+            self._rma_win.Flush(int(owner))
+            target.Free()
+            origin.Free()
+
+    def sync(self):
+        """Collective over comm. Make every rank's writes visible to every rank (a barrier)."""
+        # Shared-memory peers write with plain stores; the barrier orders them (MPI barriers
+        # are full memory fences). RMA writes are completed by Flush_all before it.
+        if self._rma_win is not None:
+            self._rma_win.Flush_all()
+            self._rma_win.Sync()
+        self.comm.Barrier()
+        if self._rma_win is not None:
+            self._rma_win.Sync()
+
+    # --------------------------------------------------------------- lifetime
+    def close(self):
+        """Collective over comm. Free the windows and datatypes (the shard becomes invalid)."""
+        if self._rowtype is None and self._rma_win is None and self._shared_win is None:
+            return
+        self.comm.Barrier()
+        self.local = self._node_table = None
+        self._node_views = []
+        if self._rma_win is not None:
+            self._rma_win.Unlock_all()
+            self._rma_win.Free()
+        if self._shared_win is not None:
+            self._shared_win.Free()
+        self._rma_win = self._shared_win = None
+        if self._rowtype is not None:
+            self._rowtype.Free()
+            self._rowtype = None
+        if self._own_ncomm:
+            self.ncomm.Free()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        # On an exception the ranks are no longer in step: a collective here could pair with
+        # an unrelated one elsewhere and hang. Leave the windows to the abort that follows.
+        if exc_type is None:
+            self.close()
