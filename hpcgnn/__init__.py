@@ -6,7 +6,9 @@ themselves and take ``comm`` explicitly.
 
 __version__ = "0.1.0"
 
+from hpcgnn.dist_graph import DistGraph, node_split  # noqa: E402
+from hpcgnn.dist_tensor import DistTensor  # noqa: E402
 from hpcgnn.errors import InputError  # noqa: E402
 from hpcgnn.graph import Graph  # noqa: E402
 
-__all__ = ["Graph", "InputError", "__version__"]
+__all__ = ["DistGraph", "DistTensor", "Graph", "InputError", "node_split", "__version__"]
