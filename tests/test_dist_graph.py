@@ -106,8 +106,8 @@ def test_standalone_mode_without_mpirun(tmp_path):
 
     graph = clustered_graph(num_nodes=200)
     partition_graph(graph, tmp_path / "one", 1, "metis")
-    script = ("import numpy as np; from hpcgnn import DistGraph; g = DistGraph(%r); "
-              "print(g.num_nodes, g.ndata['feat'].gather(np.arange(5)).shape); g.close()") % str(tmp_path / "one")
+    script = ("import numpy as np; from hpcgnn import DistGraph; g = DistGraph({!r}); "
+              "print(g.num_nodes, g.ndata['feat'].gather(np.arange(5)).shape); g.close()").format(str(tmp_path / "one"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI", "HYDRA", "MPI"))}
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 0, proc.stderr
