@@ -71,7 +71,11 @@ class RowWindow:
         self.node_slot = np.full(comm.size, -1, dtype=np.int64)
         self.node_slot[self._node_ranks] = np.arange(self.ncomm.size)
         self._node_table, self._node_row_start = self._contiguous_node_table()
-        self._rowtype = MPI.BYTE.Create_contiguous(self.row_bytes).Commit() if self.row_bytes else None
+        # Rows are described as blocks of the widest basic type that divides them: MPICH's
+        # datatype engine copies element by element, and 8-byte elements are ~4x faster than bytes.
+        unit = next(u for u in (8, 4, 2, 1) if self.row_bytes % u == 0) if self.row_bytes else 1
+        self._elemtype = {8: MPI.INT64_T, 4: MPI.INT32_T, 2: MPI.INT16_T, 1: MPI.BYTE}[unit]
+        self._elems_per_row = self.row_bytes // unit
 
     def _peer_view(self, node_rank):
         buf, _ = self._shared_win.Shared_query(node_rank)
@@ -138,11 +142,16 @@ class RowWindow:
         requests, types = [], []
         flat = out.reshape(-1).view(np.uint8) if out.size else out.view(np.uint8)
         for lo, hi in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [owners.shape[0]]])):
-            target = self._rowtype.Create_hindexed_block(1, (lids[lo:hi] * self.row_bytes).tolist()).Commit()
-            origin = self._rowtype.Create_hindexed_block(1, (positions[lo:hi] * self.row_bytes).tolist()).Commit()
+            target = self._rows_type(lids[lo:hi])
+            origin = self._rows_type(positions[lo:hi])
             types += [target, origin]
             requests.append(self._rma_win.Rget([flat, 1, origin], int(owners[lo]), [0, 1, target]))
         return requests, types
+
+    def _rows_type(self, rows):
+        """A committed datatype selecting ``rows`` (byte displacements: no 2**31 limit)."""
+        displacements = (rows * self.row_bytes).tolist()
+        return self._elemtype.Create_hindexed_block(self._elems_per_row, displacements).Commit()
 
     # ----------------------------------------------------------------- writes
     def write(self, owners, lids, values):
@@ -160,8 +169,8 @@ class RowWindow:
         flat = values.reshape(-1).view(np.uint8)
         for owner in np.unique(owners[remote]):
             pick = remote[owners[remote] == owner]
-            target = self._rowtype.Create_hindexed_block(1, (lids[pick] * self.row_bytes).tolist()).Commit()
-            origin = self._rowtype.Create_hindexed_block(1, (pick * self.row_bytes).tolist()).Commit()
+            target = self._rows_type(lids[pick])
+            origin = self._rows_type(pick)
             self._rma_win.Put([flat, 1, origin], int(owner), [0, 1, target])
             self._rma_win.Flush(int(owner))
             target.Free()
@@ -180,8 +189,8 @@ class RowWindow:
 
     # --------------------------------------------------------------- lifetime
     def close(self):
-        """Collective over comm. Free the windows and datatypes (the shard becomes invalid)."""
-        if self._rowtype is None and self._rma_win is None and self._shared_win is None:
+        """Collective over comm. Free the windows (the shard becomes invalid)."""
+        if self._rma_win is None and self._shared_win is None:
             return
         self.comm.Barrier()
         self.local = self._node_table = None
@@ -192,9 +201,6 @@ class RowWindow:
         if self._shared_win is not None:
             self._shared_win.Free()
         self._rma_win = self._shared_win = None
-        if self._rowtype is not None:
-            self._rowtype.Free()
-            self._rowtype = None
         if self._own_ncomm:
             self.ncomm.Free()
 
