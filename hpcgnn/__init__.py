@@ -8,7 +8,9 @@ __version__ = "0.1.0"
 
 from hpcgnn.dist_graph import DistGraph, node_split  # noqa: E402
 from hpcgnn.dist_tensor import DistTensor  # noqa: E402
+from hpcgnn.embedding import DistEmbedding, SparseAdagrad, SparseAdam  # noqa: E402
 from hpcgnn.errors import InputError  # noqa: E402
 from hpcgnn.graph import Graph  # noqa: E402
 
-__all__ = ["DistGraph", "DistTensor", "Graph", "InputError", "node_split", "__version__"]
+__all__ = ["DistEmbedding", "DistGraph", "DistTensor", "Graph", "InputError", "SparseAdagrad", "SparseAdam",
+           "node_split", "__version__"]

@@ -39,7 +39,8 @@ def uniform_init(low=-1.0, high=1.0, seed=0):
     return init
 
 
-def _as_ids(gids):
+def as_ids(gids):
+    """Local. Ids from a list, numpy array or torch tensor, as a flat int64 array."""
     if hasattr(gids, "numpy"):
         gids = gids.detach().cpu().numpy()
     return np.asarray(gids, dtype=np.int64).reshape(-1)
@@ -110,9 +111,12 @@ class DistTensor:
 
     def gather(self, gids, out=None) -> np.ndarray:
         """Local. Rows ``gids`` (any order, repeats allowed) as a numpy array, in request order."""
-        gids = _as_ids(gids)
+        gids = as_ids(gids)
         if out is None:
             out = np.empty((gids.shape[0], *self.shape[1:]), dtype=self.dtype)
+        elif not out.flags.c_contiguous or out.dtype != self.dtype or out.shape[0] != gids.shape[0]:
+            raise ValueError(f"DistTensor '{self.name}': out must be a C-contiguous {self.dtype} array "
+                             f"with {gids.shape[0]} rows")
         if gids.shape[0] == 0:
             return out
         lo, hi = int(gids.min()), int(gids.max())
@@ -133,7 +137,7 @@ class DistTensor:
 
     def __setitem__(self, gids, values):
         """Local. Write rows ``gids``; every rank sees them after the next :meth:`barrier`."""
-        gids = _as_ids(gids)
+        gids = as_ids(gids)
         if hasattr(values, "detach"):
             values = values.detach().cpu().numpy()
         values = np.broadcast_to(np.asarray(values, dtype=self.dtype), (gids.shape[0], *self.shape[1:]))
