@@ -113,13 +113,14 @@ class RowWindow:
             self._copy_node_rows(slots, lids, out, None)
             return out
         remote = np.flatnonzero(~local)
-        requests, types = self._post_gets(owners[remote], lids[remote], remote, out)
+        requests, types, stage, positions = self._post_gets(owners[remote], lids[remote], remote)
         if local.any():
             where = np.flatnonzero(local)
             self._copy_node_rows(slots[where], lids[where], out, where)
         mpi().Request.Waitall(requests)
         for datatype in types:
             datatype.Free()
+        out[positions] = stage
         return out
 
     def _copy_node_rows(self, slots, lids, out, where):
@@ -135,18 +136,22 @@ class RowWindow:
             dest = pick if where is None else where[pick]
             out[dest] = self._node_views[slot][lids[pick]]
 
-    def _post_gets(self, owners, lids, positions, out):
+    def _post_gets(self, owners, lids, positions):
+        """One Rget per owner into a staging buffer grouped by owner (scattered after Waitall:
+        a plain origin buffer is cheaper for MPI than a second indexed datatype)."""
         order = np.argsort(owners, kind="stable")
         owners, lids, positions = owners[order], lids[order], positions[order]
         bounds = np.flatnonzero(np.diff(owners)) + 1
+        stage = np.empty((owners.shape[0], *self.row_shape), dtype=self.dtype)
+        flat = stage.reshape(-1).view(np.uint8)
         requests, types = [], []
-        flat = out.reshape(-1).view(np.uint8) if out.size else out.view(np.uint8)
         for lo, hi in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [owners.shape[0]]])):
             target = self._rows_type(lids[lo:hi])
-            origin = self._rows_type(positions[lo:hi])
-            types += [target, origin]
-            requests.append(self._rma_win.Rget([flat, 1, origin], int(owners[lo]), [0, 1, target]))
-        return requests, types
+            types.append(target)
+            origin = [flat[lo * self.row_bytes:hi * self.row_bytes], (hi - lo) * self._elems_per_row,
+                      self._elemtype]
+            requests.append(self._rma_win.Rget(origin, int(owners[lo]), [0, 1, target]))
+        return requests, types, stage, positions
 
     def _rows_type(self, rows):
         """A committed datatype selecting ``rows`` (byte displacements: no 2**31 limit)."""
