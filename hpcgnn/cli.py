@@ -16,6 +16,8 @@ SUBCOMMANDS = {
     "generate": ("hpcgnn.generate", "write a synthetic graph (RMAT with communities, SBM) as .npz"),
     "partition": ("hpcgnn.partition", "read a graph, partition it (METIS/random), write HDF5 parts"),
     "inspect": ("hpcgnn.inspect", "summarise and verify a partitioned dataset"),
+    "train": ("hpcgnn.train", "train a GNN: mpirun -np P hpcgnn train --data DIR ..."),
+    "evaluate": ("hpcgnn.evaluate", "full-neighbourhood accuracy of a checkpoint, optional embeddings"),
 }
 
 

@@ -1,0 +1,95 @@
+"""Memory per rank of DistGraph on the 1M-node RMAT graph (46.5M edges after symmetrizing),
+against DGL 2.1's DistGraph in standalone mode (one process acting as server and trainer) on
+the same graph.
+
+    python bench/memory.py            # hpcgnn with 1 and 2 ranks
+    python bench/memory.py --dgl      # + DGL standalone (needs its virtualenv, see bench/partition.py)
+
+Reported per process: peak RSS (VmHWM), RSS and PSS (proportional set size: a page shared by
+k processes counts 1/k, so PSS adds up to the machine's real use when ranks share memory).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+from dgl_standalone_memory import memory  # noqa: E402
+
+
+def worker(path):
+    from hpcgnn import DistGraph
+    from hpcgnn.comm import world
+
+    comm = world()
+    with DistGraph(path, comm) as graph:
+        ids = np.random.default_rng(comm.rank).integers(0, graph.num_nodes, 100_000)
+        feat = graph.ndata["feat"].gather(ids)
+        offsets, _, _ = graph.in_edges(ids[:1000])
+        report = comm.gather({"rank": comm.rank, "feat_rows": feat.shape[0], "edges_read": int(offsets[-1]),
+                              "MiB": memory()}, root=0)
+        if comm.rank == 0:
+            print("RESULT " + json.dumps(report), flush=True)
+
+
+def ensure_parts(graph, parts):
+    out = os.path.join(common.WORK, f"mem_parts_{parts}")
+    if not os.path.exists(os.path.join(out, "meta.json")):
+        subprocess.run(common.hpcgnn_cmd("partition", graph, "--parts", str(parts), "--symmetrize",
+                                         "--out", out, "--force"), check=True)
+    return out
+
+
+def ensure_dgl_parts(python, graph):
+    out = os.path.join(common.WORK, "mem_parts_dgl_1")
+    if not os.path.exists(os.path.join(out, "g.json")):
+        subprocess.run([python, "bench_partition.py", "--graph", graph, "--method", "metis", "--parts", "1",
+                        "--out", out, "--name", "g"], cwd=common.ANCHOR, check=True,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+    return os.path.join(out, "g.json")
+
+
+def result_of(stdout):
+    return json.loads(next(x for x in stdout.splitlines() if x.startswith("RESULT "))[7:])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--worker")
+    parser.add_argument("--ranks", default="1,2")
+    parser.add_argument("--dgl", action="store_true")
+    args = parser.parse_args()
+    if args.worker:
+        return worker(args.worker)
+    common.print_header("DistGraph memory benchmark")
+    graph = common.ensure_graph(1_000_000, 25_000_000, 100, 20)
+    print("| system | processes | per process: peak RSS MiB | RSS MiB | PSS MiB |\n|---|---|---|---|---|")
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    for ranks in [int(r) for r in args.ranks.split(",")]:
+        path = ensure_parts(graph, ranks)
+        for route in ("shm", "rma"):
+            _, _, out = common.timed([mpiexec, "-n", str(ranks), sys.executable, os.path.abspath(__file__),
+                                      "--worker", path], env={"HPCGNN_FORCE_RMA": "1" if route == "rma" else "0"})
+            mem = [r["MiB"] for r in result_of(out)]
+            cells = [" / ".join(f"{m[key]:.0f}" for m in mem) for key in ("VmHWM", "VmRSS", "Pss")]
+            print(f"| hpcgnn DistGraph ({route}) | {ranks} rank(s) | " + " | ".join(cells) + " |", flush=True)
+            if ranks == 1:
+                break
+    if args.dgl:
+        python = common.dgl_python()
+        if python is None:
+            sys.exit("DGL virtualenv not found (see bench/partition.py --dgl-setup)")
+        config = ensure_dgl_parts(python, graph)
+        _, _, out = common.timed([python, os.path.join(common.ROOT, "bench", "dgl_standalone_memory.py"),
+                                  "--part-config", config, "--name", "g"])
+        mem = result_of(out)["MiB"]
+        print(f"| DGL 2.1 DistGraph, standalone | 1 process | {mem['VmHWM']:.0f} | {mem['VmRSS']:.0f} "
+              f"| {mem['Pss']:.0f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

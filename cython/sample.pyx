@@ -1,0 +1,422 @@
+# distutils: language = c++
+# cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Neighbour-sampling kernels: per-row edge picks and the fused per-layer unique/relabel.
+
+A sampling call gets one row per destination node: ``begin[i]`` is the CSC position of the
+row's first in-edge and ``degree[i]`` its length. The kernels return *positions* (``begin[i]
++ t`` for a picked in-row index ``t``), grouped by row as a CSR: ``counts[i]`` picks for row
+``i``, stored in ``positions[sum(counts[:i]):sum(counts[:i+1])]``. Every kernel runs without
+the GIL, allocates its outputs up front and is deterministic for a given ``seed``.
+
+Random numbers (reproduced bit for bit by :mod:`hpcgnn.sample_reference`)
+--------------------------------------------------------------------------
+All arithmetic is on unsigned 64-bit integers with wrap-around::
+
+    mix64(z)      = z ^= z >> 30; z *= 0xBF58476D1CE4E5B9; z ^= z >> 27;
+                    z *= 0x94D049BB133111EB; z ^ (z >> 31)
+    splitmix64(x) = mix64(x + 0x9E3779B97F4A7C15)
+    stream(i)     = seed * 0xD1B54A32D192ED03 + i * 0x8CB92BA72F3D8DD7
+    z(i, j)       = splitmix64(stream(i) + j)            # row i (index into begin), draw j
+
+from which, in IEEE double precision (one rounding per operation):
+
+* ``u(i, j)      = (z >> 11) * 2**-53`` in [0, 1), 53 random bits, exact;
+* ``u_open(i, j) = ((z >> 11) + 1) * 2**-53`` in (0, 1], so ``log`` is finite;
+* ``below(i, j, m) = floor(u(i, j) * m)``, an integer in [0, m) (the product rounds to a
+  value below ``m`` because ``u <= 1 - 2**-53``).
+
+Draw indices per sampling mode (``d`` = row length, ``k`` = picks):
+
+* uniform with replacement: pick ``j`` (0 <= j < fanout) is ``below(i, j, d)``;
+* uniform without replacement, ``d > fanout = k``: Robert Floyd's algorithm; for ``c`` in
+  ``d-k .. d-1``: ``t = below(i, c - (d-k), c + 1)``; if ``t`` was already picked the pick
+  is ``c`` instead. Picks are stored in this insertion order (not sorted);
+* weighted with replacement: ``x = u(i, j) * W`` with ``W`` the row's total weight, and the
+  pick is the smallest ``t`` with ``C[t] > x``, ``C`` the running sum (in edge order) of the
+  row's weights; zero-weight edges therefore never win;
+* weighted without replacement (Efraimidis-Spirakis): every positive-weight edge ``t`` gets
+  the key ``log(u_open(i, t)) / w[t]`` (C ``log``); the ``fanout`` largest keys are kept,
+  ordered by decreasing key, ties to the lower ``t``. The first pick thus follows w/sum(w).
+
+``fanout == -1`` takes the whole row (only positive-weight edges when weighted), as does
+sampling without replacement when the row (its positive-weight edges) has at most ``fanout``
+candidates; those picks keep edge order. ``fanout == 0`` picks nothing. How Floyd's
+membership test is done (a scan of the picks for small ``k``, a bitmap otherwise) does not
+change the picks. The stream is keyed by the row's index in the call, not by a node id: the
+caller varies ``seed`` per batch and layer.
+"""
+import numpy as np
+
+from libc.math cimport INFINITY, log
+from libc.stdint cimport int64_t, uint8_t, uint64_t
+from libcpp.algorithm cimport nth_element, sort
+from libcpp.pair cimport pair
+from libcpp.vector cimport vector
+
+cdef uint64_t GOLDEN_GAMMA = 0x9E3779B97F4A7C15ULL
+cdef uint64_t SEED_MULTIPLIER = 0xD1B54A32D192ED03ULL
+cdef uint64_t ROW_MULTIPLIER = 0x8CB92BA72F3D8DD7ULL
+cdef double TWO_POW_MINUS_53 = 1.0 / 9007199254740992.0
+# Measured: up to about this many picks a branch-free scan of the picks beats a bitmap.
+cdef int64_t LINEAR_SCAN_MAX_PICKS = 16
+
+
+cdef inline uint64_t _mix64(uint64_t z) noexcept nogil:
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL
+    return z ^ (z >> 31)
+
+
+cdef inline uint64_t _row_stream(uint64_t seed, uint64_t row) noexcept nogil:
+    return seed * SEED_MULTIPLIER + row * ROW_MULTIPLIER
+
+
+cdef inline double _uniform(uint64_t stream, uint64_t draw) noexcept nogil:
+    return <double>(_mix64(stream + draw + GOLDEN_GAMMA) >> 11) * TWO_POW_MINUS_53
+
+
+cdef inline double _uniform_open_at_zero(uint64_t stream, uint64_t draw) noexcept nogil:
+    return <double>((_mix64(stream + draw + GOLDEN_GAMMA) >> 11) + 1) * TWO_POW_MINUS_53
+
+
+cdef inline int64_t _below(uint64_t stream, uint64_t draw, int64_t bound) noexcept nogil:
+    return <int64_t>(_uniform(stream, draw) * <double>bound)
+
+
+cdef inline int64_t _pick_count(int64_t candidates, int64_t fanout, bint replace) noexcept nogil:
+    """Picks a row with ``candidates`` eligible edges gets."""
+    if fanout == -1 or (not replace and candidates <= fanout):
+        return candidates
+    if replace:
+        return fanout if candidates > 0 else 0
+    return fanout
+
+
+cdef void _floyd(int64_t* picks, int64_t row_length, int64_t num_picks, uint64_t stream,
+                 uint8_t* taken) noexcept nogil:
+    """``num_picks`` distinct in-row indices of ``[0, row_length)`` in Floyd's insertion order.
+
+    ``taken`` is NULL for a linear-scan membership test, else a zeroed bitmap of at least
+    ``row_length`` entries, left zeroed on return.
+    """
+    cdef int64_t first = row_length - num_picks, candidate, pick, s
+    cdef bint seen
+    for candidate in range(first, row_length):
+        pick = _below(stream, candidate - first, candidate + 1)
+        if taken == NULL:
+            seen = False
+            for s in range(candidate - first):
+                seen |= picks[s] == pick
+        else:
+            seen = taken[pick]
+        # arithmetic select: whether a draw collides is a coin flip, a branch would mispredict
+        pick += (candidate - pick) * seen
+        picks[candidate - first] = pick
+        if taken != NULL:
+            taken[pick] = 1
+    if taken != NULL:
+        for s in range(num_picks):
+            taken[picks[s]] = 0
+
+
+def sample_positions(const int64_t[::1] begin, const int64_t[::1] degree, int64_t fanout,
+                     bint replace, uint64_t seed):
+    """Local. Uniformly pick up to ``fanout`` in-edge positions of every row.
+
+    Parameters
+    ----------
+    begin, degree : int64 arrays of length n
+        Row ``i``'s candidates are the positions ``begin[i] .. begin[i] + degree[i] - 1``.
+    fanout : int
+        Picks per row; -1 takes every position.
+    replace : bool
+        Draw exactly ``fanout`` times with replacement (none from an empty row); otherwise
+        ``min(fanout, degree)`` distinct positions, the whole row in order if it is short.
+    seed : int
+        Seed of the counter-based generator described in the module docstring.
+
+    Returns
+    -------
+    counts : int64 array of length n
+    positions : int64 array of length ``counts.sum()``, row ``i``'s picks contiguous
+    """
+    cdef int64_t n = begin.shape[0]
+    if degree.shape[0] != n:
+        raise ValueError(f"begin has {n} rows but degree has {degree.shape[0]}")
+    if fanout < -1:
+        raise ValueError(f"fanout must be >= 0 or -1, got {fanout}")
+    counts_a = np.empty(n, dtype=np.int64)
+    cdef int64_t[::1] counts = counts_a
+    cdef int64_t i, d, k, j, w = 0, total = 0, negative_row = -1, bitmap_length = 0
+    with nogil:
+        for i in range(n):
+            d = degree[i]
+            if d < 0:
+                negative_row = i
+                break
+            counts[i] = _pick_count(d, fanout, replace)
+            total += counts[i]
+            if not replace and counts[i] > LINEAR_SCAN_MAX_PICKS and d > counts[i]:
+                bitmap_length = max(bitmap_length, d)
+    if negative_row >= 0:
+        raise ValueError(f"degree[{negative_row}] is negative")
+    positions_a = np.empty(total, dtype=np.int64)
+    cdef int64_t[::1] positions = positions_a
+    cdef vector[uint8_t] taken
+    taken.resize(bitmap_length, 0)
+    cdef uint64_t stream
+    with nogil:
+        for i in range(n):
+            d = degree[i]
+            k = counts[i]
+            if k == 0:
+                continue
+            if fanout == -1 or (not replace and d <= fanout):
+                for j in range(d):
+                    positions[w + j] = begin[i] + j
+            elif replace:
+                stream = _row_stream(seed, i)
+                for j in range(k):
+                    positions[w + j] = begin[i] + _below(stream, j, d)
+            else:
+                _floyd(&positions[w], d, k, _row_stream(seed, i),
+                       taken.data() if k > LINEAR_SCAN_MAX_PICKS else NULL)
+                for j in range(k):
+                    positions[w + j] += begin[i]
+            w += k
+    return counts_a, positions_a
+
+
+cdef inline int64_t _count_positive(const double* row_weights, int64_t length) noexcept nogil:
+    cdef int64_t j, positive = 0
+    for j in range(length):
+        if row_weights[j] > 0.0:
+            positive += 1
+    return positive
+
+
+cdef void _inverse_cdf_picks(int64_t* picks, const double* row_weights, int64_t row_length,
+                             int64_t num_picks, uint64_t stream, double* cumulative) noexcept nogil:
+    """``num_picks`` in-row indices drawn with replacement, with probability ~ weight."""
+    cdef double running = 0.0, target
+    cdef int64_t j, lo, hi, mid
+    for j in range(row_length):
+        running += row_weights[j]
+        cumulative[j] = running
+    for j in range(num_picks):
+        target = _uniform(stream, j) * running
+        # first index whose cumulative weight exceeds target: never a zero-weight edge
+        lo = 0
+        hi = row_length - 1
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if cumulative[mid] > target:
+                hi = mid
+            else:
+                lo = mid + 1
+        picks[j] = lo
+
+
+cdef void _efraimidis_spirakis_picks(int64_t* picks, const double* row_weights, int64_t row_length,
+                                     int64_t num_picks, uint64_t stream,
+                                     pair[double, int64_t]* scratch) noexcept nogil:
+    """``num_picks`` distinct in-row indices with the largest keys ``log(u_open) / w``.
+
+    Needs more than ``num_picks`` positive weights; ``scratch`` holds ``row_length`` pairs.
+    """
+    cdef int64_t j, num_keyed = 0
+    for j in range(row_length):
+        if row_weights[j] > 0.0:
+            # (-key, index): ascending pair order is decreasing key, ties to the lower index
+            scratch[num_keyed].first = -(log(_uniform_open_at_zero(stream, j)) / row_weights[j])
+            scratch[num_keyed].second = j
+            num_keyed += 1
+    # a selection then a sort of the winners: linear in the row, unlike a full sort
+    nth_element(scratch, scratch + num_picks, scratch + num_keyed)
+    sort(scratch, scratch + num_picks)
+    for j in range(num_picks):
+        picks[j] = scratch[j].second
+
+
+def sample_positions_weighted(const int64_t[::1] begin, const int64_t[::1] degree,
+                              const double[::1] weights, int64_t fanout, bint replace, uint64_t seed):
+    """Local. Pick up to ``fanout`` in-edge positions of every row with probability ~ weight.
+
+    Parameters
+    ----------
+    begin, degree : int64 arrays of length n
+        Row ``i``'s candidates are the positions ``begin[i] .. begin[i] + degree[i] - 1``.
+    weights : float64 array of length ``degree.sum()``
+        Every candidate's finite non-negative weight, row after row (row ``i``'s weights start
+        at ``degree[:i].sum()``). Zero-weight edges are never picked.
+    fanout : int
+        Picks per row; -1 takes every positive-weight edge (in order).
+    replace : bool
+        Draw exactly ``fanout`` times with replacement (none if the row has no weight);
+        otherwise ``fanout`` distinct edges by Efraimidis-Spirakis keys, all positive-weight
+        edges in order if there are at most ``fanout``.
+    seed : int
+        Seed of the counter-based generator described in the module docstring.
+
+    Returns
+    -------
+    counts : int64 array of length n
+    positions : int64 array of length ``counts.sum()``, row ``i``'s picks contiguous
+    """
+    cdef int64_t n = begin.shape[0], num_weights = weights.shape[0]
+    if degree.shape[0] != n:
+        raise ValueError(f"begin has {n} rows but degree has {degree.shape[0]}")
+    if fanout < -1:
+        raise ValueError(f"fanout must be >= 0 or -1, got {fanout}")
+    counts_a = np.empty(n, dtype=np.int64)
+    cdef int64_t[::1] counts = counts_a
+    cdef int64_t i, d, k, j, t, w = 0, total = 0, offset = 0, positive, bad_row = -1, max_degree = 0
+    cdef int error = 0
+    cdef double x, row_weight
+    with nogil:
+        for i in range(n):
+            d = degree[i]
+            if d < 0 or offset + d > num_weights:
+                bad_row = i
+                error = 1 if d < 0 else 2
+                break
+            positive = 0
+            row_weight = 0.0
+            for j in range(offset, offset + d):
+                x = weights[j]
+                if not (0.0 <= x < INFINITY):
+                    error = 3
+                    break
+                if x > 0.0:
+                    positive += 1
+                    row_weight += x
+            if error == 0 and row_weight == INFINITY:
+                error = 4
+            if error:
+                bad_row = i
+                break
+            counts[i] = _pick_count(positive, fanout, replace)
+            total += counts[i]
+            offset += d
+            max_degree = max(max_degree, d)
+    if error == 1:
+        raise ValueError(f"degree[{bad_row}] is negative")
+    if error == 2 or (error == 0 and offset != num_weights):
+        raise ValueError(f"weights has {num_weights} entries, degree needs {int(np.sum(degree))}")
+    if error == 3:
+        raise ValueError(f"row {bad_row} has a negative, NaN or infinite weight")
+    if error == 4:
+        raise ValueError(f"row {bad_row}'s weights overflow a double when summed")
+    positions_a = np.empty(total, dtype=np.int64)
+    cdef int64_t[::1] positions = positions_a
+    cdef vector[double] cumulative
+    cdef vector[pair[double, int64_t]] keyed
+    if replace and fanout != -1:
+        cumulative.resize(max_degree)
+    else:
+        keyed.resize(max_degree)
+    cdef uint64_t stream
+    offset = 0
+    with nogil:
+        for i in range(n):
+            d = degree[i]
+            k = counts[i]
+            if k == 0:
+                offset += d
+                continue
+            stream = _row_stream(seed, i)
+            if replace and fanout != -1:
+                _inverse_cdf_picks(&positions[w], &weights[offset], d, k, stream, cumulative.data())
+            elif k < fanout or fanout == -1 or _count_positive(&weights[offset], d) <= fanout:
+                t = 0
+                for j in range(d):
+                    if weights[offset + j] > 0.0:
+                        positions[w + t] = j
+                        t += 1
+            else:
+                _efraimidis_spirakis_picks(&positions[w], &weights[offset], d, k, stream, keyed.data())
+            for j in range(k):
+                positions[w + j] += begin[i]
+            w += k
+            offset += d
+    return counts_a, positions_a
+
+
+cdef struct _Slot:
+    int64_t gid
+    int64_t index  # position in next_nodes; -1 marks an empty slot
+
+
+def relabel(const int64_t[::1] dst_nodes, const int64_t[::1] src_gids):
+    """Local. Fused unique/relabel of one sampled layer.
+
+    Parameters
+    ----------
+    dst_nodes : int64 array
+        The layer's destination gids, unique.
+    src_gids : int64 array
+        The gid of every sampled edge's source.
+
+    Returns
+    -------
+    next_nodes : int64 array
+        ``dst_nodes`` followed by every gid of ``src_gids`` not among them, in order of first
+        appearance: the node list of the next layer.
+    src_pos : int64 array of length ``len(src_gids)``
+        ``next_nodes[src_pos] == src_gids``.
+
+    Raises
+    ------
+    ValueError
+        If ``dst_nodes`` repeats a gid.
+
+    Notes
+    -----
+    One pass over an open-addressing table (linear probing, ``mix64`` of the gid, power-of-two
+    capacity at least 1.5 times the possible number of distinct gids, so at most 2/3 full),
+    so the cost is linear and the order of first appearance needs no sort.
+    """
+    cdef int64_t num_dst = dst_nodes.shape[0], num_src = src_gids.shape[0]
+    cdef int64_t capacity = 16
+    while 2 * capacity < 3 * (num_dst + num_src):
+        capacity <<= 1
+    cdef uint64_t mask = <uint64_t>(capacity - 1)
+    cdef _Slot empty
+    empty.gid = 0
+    empty.index = -1
+    cdef vector[_Slot] table
+    table.assign(capacity, empty)
+    next_nodes_a = np.empty(num_dst + num_src, dtype=np.int64)
+    src_pos_a = np.empty(num_src, dtype=np.int64)
+    cdef int64_t[::1] next_nodes = next_nodes_a
+    cdef int64_t[::1] src_pos = src_pos_a
+    cdef int64_t i, gid, size = 0, repeated = -1
+    cdef uint64_t slot
+    with nogil:
+        for i in range(num_dst):
+            gid = dst_nodes[i]
+            slot = _mix64(<uint64_t>gid) & mask
+            while table[slot].index != -1 and table[slot].gid != gid:
+                slot = (slot + 1) & mask
+            if table[slot].index != -1:
+                repeated = i
+                break
+            table[slot].gid = gid
+            table[slot].index = size
+            next_nodes[size] = gid
+            size += 1
+        if repeated < 0:
+            for i in range(num_src):
+                gid = src_gids[i]
+                slot = _mix64(<uint64_t>gid) & mask
+                while table[slot].index != -1 and table[slot].gid != gid:
+                    slot = (slot + 1) & mask
+                if table[slot].index == -1:
+                    table[slot].gid = gid
+                    table[slot].index = size
+                    next_nodes[size] = gid
+                    size += 1
+                src_pos[i] = table[slot].index
+    if repeated >= 0:
+        raise ValueError(f"dst_nodes repeats gid {dst_nodes[repeated]} (at {repeated})")
+    return next_nodes_a[:size].copy(), src_pos_a

@@ -1,0 +1,189 @@
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from tests.test_dist_graph import make_dataset
+
+
+def flat_params(model):
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
+
+
+def train_args(path, *extra):
+    from hpcgnn.train import parse_args
+
+    return parse_args(["--data", path, "--hidden", "16", "--fanouts", "3,4", "--batch-size", "50", "--no-progress",
+                       "--prefetch", "1", *extra])
+
+
+@pytest.mark.mpi(sizes=(2, 4))
+def test_loss_decreases_and_ranks_agree(nranks, comm, shared_tmp):
+    from hpcgnn.train import run
+
+    path, _ = make_dataset(comm, shared_tmp, nranks, num_nodes=800, p_inside=0.9)
+    for model_name in ("sage", "gcn", "gat"):
+        model, history = run(train_args(path, "--epochs", "4", "--model", model_name, "--eval-every", "2",
+                                        "--lr", "0.01"), comm)
+        assert history[-1]["loss"] < history[0]["loss"], (model_name, [h["loss"] for h in history])
+        params = flat_params(model)
+        everyone = comm.allgather(params)
+        assert all(np.array_equal(params, other) for other in everyone), model_name
+        assert 0.0 <= history[-1]["test_acc"] <= 1.0
+
+
+@pytest.mark.mpi(sizes=(2, 4))
+def test_full_neighbourhood_one_batch_equals_single_process(nranks, comm, shared_tmp):
+    """Gradients averaged over ranks with equal seed counts = the one-process gradient."""
+    from hpcgnn.partition import partition_graph
+    from hpcgnn.train import run
+    from tests.graphs import clustered_graph
+
+    graph = clustered_graph(num_nodes=400, avg_degree=6)
+    train = np.zeros(400, dtype=bool)
+    train[np.random.default_rng(1).choice(400, 40 * nranks // 2 * 2, replace=False)] = True
+    graph.ndata["train_mask"] = train
+    single = os.path.join(shared_tmp, "single")
+    multi = os.path.join(shared_tmp, "multi")
+    if comm.rank == 0:
+        partition_graph(graph, single, 1, "metis")
+        partition_graph(graph, multi, nranks, "metis")
+    comm.barrier()
+    common = ["--fanouts", "all,all", "--batch-size", "1000", "--dropout", "0", "--epochs", "3", "--lr", "0.01",
+              "--eval-every", "0", "--hidden", "8", "--no-progress", "--prefetch", "0"]
+    from hpcgnn.train import parse_args
+
+    model, history = run(parse_args(["--data", multi, *common]), comm)
+    reference = None
+    if comm.rank == 0:
+        ref_model, ref_history = run(parse_args(["--data", single, *common]), comm.Split(0, 0))
+        reference = (flat_params(ref_model), [h["loss"] for h in ref_history])
+    else:
+        comm.Split(1, 0)
+    reference = comm.bcast(reference, root=0)
+    assert np.allclose([h["loss"] for h in history], reference[1], rtol=1e-5, atol=1e-6)
+    assert np.allclose(flat_params(model), reference[0], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.mpi(sizes=(2,))
+def test_resume_reproduces_uninterrupted_losses(nranks, comm, shared_tmp):
+    from hpcgnn.train import run
+
+    path, _ = make_dataset(comm, shared_tmp, nranks, num_nodes=600)
+    full_dir, cut_dir = os.path.join(shared_tmp, "ck_full"), os.path.join(shared_tmp, "ck_cut")
+    _, full = run(train_args(path, "--epochs", "4", "--checkpoint-dir", full_dir, "--checkpoint-every", "1",
+                             "--eval-every", "0"), comm)
+    run(train_args(path, "--epochs", "2", "--checkpoint-dir", cut_dir, "--checkpoint-every", "1",
+                   "--eval-every", "0"), comm)
+    model, resumed = run(train_args(path, "--epochs", "4", "--checkpoint-dir", cut_dir, "--checkpoint-every", "1",
+                                    "--eval-every", "0", "--resume"), comm)
+    assert [h["loss"] for h in resumed] == [h["loss"] for h in full]
+    assert resumed[-1]["test_acc"] == full[-1]["test_acc"]
+
+
+@pytest.mark.mpi(sizes=(1, 2, 4))
+def test_inference_equals_single_process_full_graph_forward(nranks, comm, shared_tmp):
+    from hpcgnn import DistGraph
+    from hpcgnn.evaluate import layerwise_inference
+    from hpcgnn.nn import GAT, GCN, SAGE
+    from tests.test_dist_graph import oracle
+
+    path, _ = make_dataset(comm, shared_tmp, nranks, num_nodes=300)
+    _, indptr, indices = oracle(path)
+    from hpcgnn.sampler import Block
+
+    with DistGraph(path, comm) as graph:
+        feat = torch.from_numpy(graph.ndata["feat"].gather(np.arange(graph.num_nodes)))
+        degree = np.diff(indptr)
+        full = Block(graph.num_nodes, graph.num_nodes, indptr, indices, np.arange(indices.shape[0]), degree)
+        for cls in (SAGE, GCN, GAT):
+            torch.manual_seed(0)
+            model = cls(8, 16, 4, num_layers=2).eval()
+            with torch.no_grad():
+                want = model([full, full], feat, degree)
+            got = layerwise_inference(model, graph, batch_size=64, needs_degrees=cls is GCN)
+            start, end = graph.local_nodes
+            assert torch.allclose(got, want[start:end], atol=1e-5), cls.__name__
+
+
+FAILING_RUN = """
+import sys
+from hpcgnn.comm import world
+from hpcgnn import loader
+original = loader.NodeDataLoader.load
+def load(self, seeds, batch_seed):
+    if world().rank == 1 and self.timings["sample_s"] > 0:
+        raise RuntimeError("rank one broke its batch")
+    return original(self, seeds, batch_seed)
+loader.NodeDataLoader.load = load
+from hpcgnn.train import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_failing_rank_ends_the_job_promptly(tmp_path):
+    from hpcgnn.partition import partition_graph
+    from tests.conftest import mpiexec_path
+    from tests.graphs import clustered_graph
+
+    partition_graph(clustered_graph(num_nodes=600), tmp_path / "d", 2, "metis")
+    script = tmp_path / "fail.py"
+    script.write_text(FAILING_RUN)
+    t0 = time.perf_counter()
+    proc = subprocess.run([mpiexec_path(), "-n", "2", sys.executable, str(script), "--data", str(tmp_path / "d"),
+                           "--epochs", "50", "--batch-size", "20", "--hidden", "8", "--no-progress"],
+                          capture_output=True, text=True, timeout=120, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert proc.returncode != 0
+    assert "rank one broke its batch" in proc.stderr and "[rank 1/2]" in proc.stderr
+    assert time.perf_counter() - t0 < 60
+
+
+def test_bad_flags_are_one_line_errors(tmp_path, capsys):
+    from hpcgnn.train import main
+
+    for argv, needle in ((["--data", str(tmp_path / "none")], "dataset directory not found"),
+                         (["--data", str(tmp_path), "--fanouts", "10,x"], "--fanouts"),
+                         (["--data", str(tmp_path), "--fanouts", "5,5", "--layers", "3"], "--fanouts"),
+                         (["--data", str(tmp_path), "--resume"], "--checkpoint-dir")):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert needle in err and err.count("\n") == 1, err
+    with pytest.raises(SystemExit):
+        main(["--data", str(tmp_path), "--model", "transformer"])
+    assert "invalid choice" in capsys.readouterr().err
+
+
+def test_config_file_mirrors_flags(tmp_path):
+    from hpcgnn.train import parse_args
+
+    (tmp_path / "run.toml").write_text('model = "gat"\nfanouts = [5, 7]\nbatch-size = 64\nhidden = 32\n')
+    args = parse_args(["--config", str(tmp_path / "run.toml"), "--data", str(tmp_path), "--hidden", "48"])
+    assert (args.model, args.fanouts, args.batch_size, args.hidden) == ("gat", [5, 7], 64, 48)
+    (tmp_path / "bad.toml").write_text("colour = 3\n")
+    from hpcgnn.errors import InputError
+
+    with pytest.raises(InputError, match="colour"):
+        parse_args(["--config", str(tmp_path / "bad.toml"), "--data", str(tmp_path)])
+
+
+def test_metrics_and_plots_are_written(tmp_path):
+    from hpcgnn.comm import world
+    from hpcgnn.partition import partition_graph
+    from hpcgnn.train import run
+    from tests.graphs import clustered_graph
+
+    partition_graph(clustered_graph(num_nodes=300), tmp_path / "d", 1, "metis")
+    run(train_args(str(tmp_path / "d"), "--epochs", "2", "--metrics", str(tmp_path / "m.jsonl"),
+                   "--plot", str(tmp_path / "plots")), world())
+    records = [json.loads(line) for line in open(tmp_path / "m.jsonl")]
+    assert [r.get("epoch") for r in records[:2]] == [1, 2] and records[-1]["final"]
+    assert {"test_acc", "val_acc", "epoch_time_s", "phases_s"} <= set(records[-1])
+    assert (tmp_path / "plots" / "curves.png").stat().st_size > 1000
+    assert (tmp_path / "plots" / "time_breakdown.png").stat().st_size > 1000
