@@ -65,7 +65,7 @@ def worker(path, mode, repeats, batches, warmup, batch_size):
 
     def loader_run(prefetch):
         def run(n, warm):
-            seeds = np.random.default_rng(3).choice(train, (n + warm) * batch_size, replace=False)
+            seeds = np.resize(np.random.default_rng(3).permutation(train), (n + warm) * batch_size)
             loader = NodeDataLoader(graph, seeds, sampler, batch_size, prefetch=prefetch)
             edges, count = 0, 0
             iterator = iter(loader)

@@ -11,7 +11,7 @@ import numpy as np
 
 from hpcgnn.comm import world
 from hpcgnn.partition_book import PartitionBook
-from hpcgnn.window import RowWindow
+from hpcgnn.window import RowWindow, take_rows
 
 
 def zeros_init(gids, row_shape, dtype):
@@ -124,7 +124,7 @@ class DistTensor:
             self.book.check(gids, f"DistTensor '{self.name}': row")
         if self._node_range is not None and lo >= self._node_range[0] and hi < self._node_range[1]:
             base = self._node_range[0]
-            np.take(self.window._node_table, gids - base if base else gids, axis=0, out=out)
+            take_rows(self.window._node_table, gids - base if base else gids, out)
             return out
         owners = self.book.owner(gids)
         return self.window.read(owners, gids - self.book.node_starts[owners], out)

@@ -76,12 +76,15 @@ class NodeDataLoader:
         rng = np.random.default_rng([self.seed, epoch, self.graph.comm.rank])
         order = rng.permutation(self.seed_gids) if self.shuffle else self.seed_gids
         needed = self.num_batches * self.batch_size
-        if order.shape[0] and needed > order.shape[0] and not self.drop_last:
+        padded = bool(order.shape[0]) and needed > order.shape[0] and not self.drop_last
+        if padded:
             # pad by cycling through this rank's own seeds: every rank takes the same number of steps
             extra = rng.choice(order, needed - order.shape[0]) if self.num_batches > 1 else order[:0]
             order = np.concatenate([order, extra])
         batches = [order[i * self.batch_size:(i + 1) * self.batch_size] for i in range(self.num_batches)]
-        return [np.unique(b) if b.shape[0] != np.unique(b).shape[0] else b for b in batches]
+        if padded:  # a padded batch may repeat a seed; the sampler needs unique seeds
+            batches = [np.unique(b) for b in batches]
+        return batches
 
     def load(self, seeds, batch_seed):
         """Local. Sample one batch and gather its features and labels."""

@@ -178,10 +178,11 @@ class GATConv(nn.Module):
 class _Stack(nn.Module):
     """Layers applied block by block with activation, normalisation and dropout between them."""
 
-    def __init__(self, layers, hidden_dims, dropout, norm):
+    def __init__(self, layers, hidden_dims, dropout, norm, input_dropout=0.0):
         super().__init__()
         self.layers = nn.ModuleList(layers)
         self.dropout = Dropout(dropout)
+        self.input_dropout = Dropout(input_dropout)
         if norm not in (None, "none", "batch", "layer"):
             raise ValueError(f"unknown norm {norm!r} (none, batch, layer)")
         make = {"batch": nn.BatchNorm1d, "layer": nn.LayerNorm}.get(norm)
@@ -189,7 +190,7 @@ class _Stack(nn.Module):
 
     def forward(self, blocks, x, input_degree=None):
         blocks = as_block_tensors(blocks, input_degree)
-        h = x
+        h = self.input_dropout(x)
         for i, (layer, block) in enumerate(zip(self.layers, blocks)):
             h = layer(block, h)
             if i < len(self.layers) - 1:
@@ -211,29 +212,32 @@ class _Stack(nn.Module):
 class SAGE(_Stack):
     """GraphSAGE: ``num_layers`` SAGEConv layers (aggregator 'mean' or 'gcn')."""
 
-    def __init__(self, in_dim, hidden, out_dim, num_layers=2, aggregator="mean", dropout=0.5, norm=None):
+    def __init__(self, in_dim, hidden, out_dim, num_layers=2, aggregator="mean", dropout=0.5, norm=None,
+                 input_dropout=0.0):
         dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
-        super().__init__([SAGEConv(a, b, aggregator) for a, b in zip(dims, dims[1:])], dims[1:-1], dropout, norm)
+        super().__init__([SAGEConv(a, b, aggregator) for a, b in zip(dims, dims[1:])], dims[1:-1], dropout, norm,
+                         input_dropout)
 
 
 class GCN(_Stack):
     """GCN: ``num_layers`` GraphConv layers with symmetric normalisation and self loops."""
 
-    def __init__(self, in_dim, hidden, out_dim, num_layers=2, dropout=0.5, norm=None):
+    def __init__(self, in_dim, hidden, out_dim, num_layers=2, dropout=0.5, norm=None, input_dropout=0.0):
         dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
-        super().__init__([GraphConv(a, b) for a, b in zip(dims, dims[1:])], dims[1:-1], dropout, norm)
+        super().__init__([GraphConv(a, b) for a, b in zip(dims, dims[1:])], dims[1:-1], dropout, norm, input_dropout)
 
 
 class GAT(_Stack):
     """GAT: hidden layers concatenate ``heads`` heads; the output layer averages one head per class."""
 
-    def __init__(self, in_dim, hidden, out_dim, num_layers=2, heads=4, dropout=0.5, attn_dropout=0.0, norm=None):
+    def __init__(self, in_dim, hidden, out_dim, num_layers=2, heads=4, dropout=0.5, attn_dropout=0.0, norm=None,
+                 input_dropout=0.0):
         layers, dim = [], in_dim
         for _ in range(num_layers - 1):
             layers.append(GATConv(dim, hidden, heads, attn_dropout=attn_dropout))
             dim = hidden * heads
         layers.append(GATConv(dim, out_dim, 1, attn_dropout=attn_dropout))
-        super().__init__(layers, [hidden * heads] * (num_layers - 1), dropout, norm)
+        super().__init__(layers, [hidden * heads] * (num_layers - 1), dropout, norm, input_dropout)
 
 
 MODELS = {"sage": SAGE, "gcn": GCN, "gat": GAT}

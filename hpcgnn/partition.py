@@ -335,6 +335,8 @@ def build_parser():
                        help="'dataset' (default: the input's masks), 'a,b,c' random fractions, "
                             "or 'per-class:T,V' (T train and V validation per class, rest test)")
     clean.add_argument("--split-seed", type=int, default=0)
+    clean.add_argument("--normalize-features", action="store_true",
+                       help="scale each feature row to sum 1 (Kipf & Welling's Planetoid preprocessing)")
     add_reader_arguments(parser)
     return parser
 
@@ -381,11 +383,12 @@ def load_prepared(args):
     t0 = time.perf_counter()
     graph = prepare(graph, symmetrize_edges=args.symmetrize, drop_self_loops=args.remove_self_loops,
                     dedup_edges=args.dedup, largest_cc=args.largest_component, split=args.split,
-                    split_seed=args.split_seed)
+                    split_seed=args.split_seed, normalize=args.normalize_features)
     source = {"input": os.path.basename(os.path.normpath(args.input)), "format": fmt_name,
               "symmetrize": args.symmetrize, "remove_self_loops": args.remove_self_loops,
               "dedup": args.dedup, "largest_component": args.largest_component,
               "split": args.split or "dataset", "split_seed": args.split_seed,
+              "normalize_features": args.normalize_features,
               "read_s": round(read_s, 3), "prepare_s": round(time.perf_counter() - t0, 3)}
     return graph, source
 

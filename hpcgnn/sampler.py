@@ -115,26 +115,36 @@ class NeighborSampler:
     def _sample_layer(self, graph, nodes, fanout, layer_seed):
         """Picks for one layer: (counts per node, source gids, global edge ids, in-degrees)."""
         start, end = graph.local_nodes
-        local = (nodes >= start) & (nodes < end)
-        begin = np.empty(nodes.shape[0], dtype=np.int64)
-        degree = np.empty(nodes.shape[0], dtype=np.int64)
-        owners = np.full(nodes.shape[0], graph.comm.rank, dtype=np.int64)
-        lids = nodes[local] - start
-        begin[local] = graph.indptr[lids]
-        degree[local] = graph.indptr[lids + 1] - begin[local]
-        remote = np.flatnonzero(~local)
-        if remote.shape[0]:
+        rank = graph.comm.rank
+        all_local = nodes.shape[0] == 0 or (int(nodes.min()) >= start and int(nodes.max()) < end)
+        if all_local:  # the common case of one rank, and of every first hop: no masks needed
+            lids = nodes - start if start else nodes
+            begin = graph.indptr[lids]
+            degree = graph.indptr[lids + 1] - begin
+            owners = None
+        else:
+            local = (nodes >= start) & (nodes < end)
+            begin = np.empty(nodes.shape[0], dtype=np.int64)
+            degree = np.empty(nodes.shape[0], dtype=np.int64)
+            owners = np.full(nodes.shape[0], rank, dtype=np.int64)
+            lids = nodes[local] - start
+            begin[local] = graph.indptr[lids]
+            degree[local] = graph.indptr[lids + 1] - begin[local]
+            remote = np.flatnonzero(~local)
             (rbegin, rend), rowners = graph.degree_offsets(nodes[remote])
             begin[remote], degree[remote], owners[remote] = rbegin, rend - rbegin, rowners
         if self.prob is None:
             counts, positions = _sample.sample_positions(begin, degree, fanout, self.replace, layer_seed)
         else:
-            weights = self._row_weights(graph, begin, degree, owners)
+            weights = self._row_weights(graph, begin, degree, owners, rank)
             counts, positions = _sample.sample_positions_weighted(begin, degree, weights, fanout,
                                                                   self.replace, layer_seed)
+        if owners is None:
+            src = graph.indices[positions].astype(np.int64, copy=False)
+            return counts, src, positions + graph.local_edges[0], degree
         edge_owner = np.repeat(owners, counts)
         src = np.empty(positions.shape[0], dtype=np.int64)
-        mine = edge_owner == graph.comm.rank
+        mine = edge_owner == rank
         src[mine] = graph.indices[positions[mine]]
         if not mine.all():
             theirs = np.flatnonzero(~mine)
@@ -142,10 +152,12 @@ class NeighborSampler:
         eids = graph.edge_book.node_starts[edge_owner] + positions
         return counts, src, eids, degree
 
-    def _row_weights(self, graph, begin, degree, owners):
+    def _row_weights(self, graph, begin, degree, owners, rank):
         """Every candidate edge's weight, row after row (remote rows through the window)."""
         from hpcgnn import _csr
 
         positions = _csr.expand_ranges(begin, degree)
+        if owners is None:
+            owners = np.full(begin.shape[0], rank, dtype=np.int64)
         eids = graph.edge_book.node_starts[np.repeat(owners, degree)] + positions
         return graph.edata[self.prob].gather(eids).astype(np.float64, copy=False).reshape(-1)

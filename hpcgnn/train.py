@@ -36,7 +36,8 @@ def build_parser():
     p.add_argument("--hidden", type=int, default=256)
     p.add_argument("--layers", type=int, default=None, help="default: number of fanouts")
     p.add_argument("--heads", type=int, default=4, help="GAT attention heads")
-    p.add_argument("--dropout", type=float, default=0.5)
+    p.add_argument("--dropout", type=float, default=0.5, help="between layers")
+    p.add_argument("--input-dropout", type=float, default=0.0, help="on the input features")
     p.add_argument("--norm", choices=("none", "batch", "layer"), default="none")
     p.add_argument("--batch-size", type=int, default=1000, help="seeds per rank per step")
     p.add_argument("--epochs", type=int, default=10)
@@ -117,13 +118,14 @@ def build_model(config, graph):
     in_dim = graph.ndata["feat"].shape[1]
     num_classes = config["num_classes"]
     norm = None if config["norm"] == "none" else config["norm"]
+    drop_in = config.get("input_dropout", 0.0)
     if config["model"] == "sage":
         return SAGE(in_dim, config["hidden"], num_classes, config["layers"], config["aggregator"],
-                    config["dropout"], norm)
+                    config["dropout"], norm, drop_in)
     if config["model"] == "gcn":
-        return GCN(in_dim, config["hidden"], num_classes, config["layers"], config["dropout"], norm)
+        return GCN(in_dim, config["hidden"], num_classes, config["layers"], config["dropout"], norm, drop_in)
     return GAT(in_dim, config["hidden"], num_classes, config["layers"], config["heads"], config["dropout"],
-               norm=norm)
+               norm=norm, input_dropout=drop_in)
 
 
 class FlatGradients:
@@ -309,9 +311,12 @@ def run(args, comm):
     # ---- final record
     final = {"final": True, "epochs": args.epochs, "ranks": comm.size,
              "epoch_time_s": float(np.median([r["epoch_time_s"] for r in history])) if history else None}
-    evaluated = [r for r in history if "test_acc" in r]
+    evaluated = [r for r in history if r.get("test_acc") is not None]
     if evaluated:
         final.update(test_acc=evaluated[-1]["test_acc"], val_acc=evaluated[-1]["val_acc"])
+        if evaluated[-1].get("val_acc") is not None:  # model selection on validation accuracy
+            best = max(evaluated, key=lambda r: r["val_acc"])
+            final.update(best_val_acc=best["val_acc"], test_acc_at_best_val=best["test_acc"], best_epoch=best["epoch"])
     if history:
         final["phases_s"] = {k: float(np.median([r["phases_s"][k][1] for r in history])) for k in PHASES}
     if rank == 0:

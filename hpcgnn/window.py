@@ -16,6 +16,22 @@ import numpy as np
 
 from hpcgnn.comm import allgather_int, mpi, node_comm
 
+_TORCH_DTYPES = {np.dtype(t) for t in ("float32", "float64", "float16", "int64", "int32", "int16", "int8",
+                                       "uint8", "bool")}
+
+
+def take_rows(table, rows, out):
+    """Local. ``out[:] = table[rows]`` along axis 0 (torch's index_select where it can:
+    about twice as fast as ``np.take`` on one thread)."""
+    if table.dtype in _TORCH_DTYPES and table.ndim >= 1 and out.flags.c_contiguous and table.flags.c_contiguous:
+        import torch
+
+        torch.index_select(torch.from_numpy(table), 0, torch.from_numpy(np.ascontiguousarray(rows, dtype=np.int64)),
+                           out=torch.from_numpy(out))
+    else:
+        np.take(table, rows, axis=0, out=out)
+    return out
+
 
 class RowWindow:
     """Collective over comm. A row table sharded over the ranks of ``comm``.
@@ -127,7 +143,7 @@ class RowWindow:
         if self._node_table is not None:
             rows = self._node_row_start[slots] + lids
             if where is None:
-                np.take(self._node_table, rows, axis=0, out=out)
+                take_rows(self._node_table, rows, out)
             else:
                 out[where] = self._node_table[rows]
             return
