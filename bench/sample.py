@@ -41,8 +41,10 @@ def measure(run_batches, repeats, batches, warmup):
 
 def worker(path, mode, repeats, batches, warmup, batch_size):
     from hpcgnn import DistGraph, NeighborSampler, NodeDataLoader, node_split
+    from hpcgnn.allocator import keep_heap_memory
     from hpcgnn.comm import mpi, world
 
+    keep_heap_memory()  # as hpcgnn.train does
     MPI = mpi()
     comm = world()
     graph = DistGraph(path, comm)
@@ -65,7 +67,8 @@ def worker(path, mode, repeats, batches, warmup, batch_size):
 
     def loader_run(prefetch):
         def run(n, warm):
-            seeds = np.resize(np.random.default_rng(3).permutation(train), (n + warm) * batch_size)
+            usable = min(n + warm, train.shape[0] // batch_size)  # unique seeds only
+            seeds = np.random.default_rng(3).permutation(train)[: usable * batch_size]
             loader = NodeDataLoader(graph, seeds, sampler, batch_size, prefetch=prefetch)
             edges, count = 0, 0
             iterator = iter(loader)

@@ -98,10 +98,12 @@ def main(argv=None):
     parser.add_argument("--save-embeddings", metavar="DIR",
                         help="write each rank's output rows (keyed by original id) to DIR/embeddings-RANK.h5")
     args = parser.parse_args(argv)
+    from hpcgnn.allocator import keep_heap_memory
     from hpcgnn.train import build_model, load_checkpoint
 
     comm = world()
     install_abort_hook(comm)
+    keep_heap_memory()
     if not os.path.exists(args.checkpoint):
         raise InputError(args.checkpoint, "checkpoint not found", "--checkpoint")
     from hpcgnn.dist_graph import DistGraph

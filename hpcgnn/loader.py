@@ -44,6 +44,8 @@ class NodeDataLoader:
                  feature="feat", label="label", seed=0):
         self.graph = graph
         self.seed_gids = np.asarray(seed_gids, dtype=np.int64).reshape(-1)
+        if np.unique(self.seed_gids).shape[0] != self.seed_gids.shape[0]:
+            raise ValueError("NodeDataLoader: seed_gids contain repeats (each seed should appear once per epoch)")
         self.sampler = sampler
         self.batch_size = int(batch_size)
         if self.batch_size <= 0:

@@ -201,11 +201,13 @@ def phase_extremes(comm, phases):
 @entry_point("hpcgnn train")
 def main(argv=None):
     """Collective over MPI.COMM_WORLD. Parse the flags, then :func:`run`."""
+    from hpcgnn.allocator import keep_heap_memory
     from hpcgnn.comm import install_abort_hook, world
 
     args = parse_args(argv)
     comm = world()
     install_abort_hook(comm)
+    keep_heap_memory()
     model, _ = run(args, comm)
     return 0
 
@@ -319,6 +321,9 @@ def run(args, comm):
             final.update(best_val_acc=best["val_acc"], test_acc_at_best_val=best["test_acc"], best_epoch=best["epoch"])
     if history:
         final["phases_s"] = {k: float(np.median([r["phases_s"][k][1] for r in history])) for k in PHASES}
+    import resource
+
+    final["peak_rss_MiB"] = comm.gather(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, root=0)
     if rank == 0:
         print("final: " + " ".join(f"{k} {v:.4f}" for k, v in final.items() if isinstance(v, float)), flush=True)
         if metrics:

@@ -1,0 +1,87 @@
+"""Training speed: epoch time, its breakdown and peak RSS per rank of 2-layer GraphSAGE
+(hidden 256, fanouts 10,25, batch 1000 per rank, Adam lr 0.003, dropout 0.5, 60% training
+nodes) on the symmetrized RMAT graphs, 1, 2 and 4 ranks, shared-memory and forced-RMA routes;
+side by side with single-process DGL 2.1 (the anchor's train_single.py) in the same run.
+
+    python bench/train.py                          # small graph (100k nodes), 10 epochs
+    python bench/train.py --graphs small,medium --epochs 5 --dgl
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+GRAPHS = {"small": (100_000, 2_000_000, 64, 10), "medium": (1_000_000, 25_000_000, 100, 20)}
+MODEL = ["--model", "sage", "--hidden", "256", "--fanouts", "10,25", "--batch-size", "1000", "--lr", "0.003",
+         "--dropout", "0.5", "--eval-every", "0", "--no-progress"]
+
+
+def ours(parts, ranks, epochs, route):
+    metrics = os.path.join(common.WORK, f"train_{os.path.basename(parts)}_{ranks}_{route}.jsonl")
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    wall, _, _ = common.timed([mpiexec, "-n", str(ranks), sys.executable, "-m", "hpcgnn.train", "--data", parts,
+                               "--epochs", str(epochs), "--metrics", metrics, *MODEL],
+                              env={"HPCGNN_FORCE_RMA": "1" if route == "rma" else "0"})
+    with open(metrics) as fh:
+        records = [json.loads(line) for line in fh]
+    epochs_ = [r for r in records if "epoch" in r and not r.get("final")]
+    later = epochs_[1:] or epochs_
+    phases = {k: float(np.median([r["phases_s"][k][1] for r in later])) for k in later[0]["phases_s"]}
+    return {"epoch_s": float(np.median([r["epoch_time_s"] for r in later])), "phases_max_s": phases,
+            "test_acc": records[-1]["test_acc"], "peak_rss_MiB": records[-1]["peak_rss_MiB"], "wall_s": wall}
+
+
+def dgl_single(python, graph, epochs):
+    _, rss, out = common.timed([python, "train_single.py", "--graph", graph, "--num_epochs", str(epochs)],
+                               cwd=common.ANCHOR)
+    summary = json.loads(next(x for x in out.splitlines() if x.startswith("SUMMARY "))[8:])
+    return {"epoch_s": summary["median_epoch_time_2_to_N"], "test_acc": summary["final"]["test_acc"],
+            "peak_rss_MiB": [rss], "breakdown": summary["breakdown_median_2_to_N"]}
+
+
+def ensure_parts(graph, parts, tag):
+    out = os.path.join(common.WORK, f"train_{tag}_{parts}")
+    if not os.path.exists(os.path.join(out, "meta.json")):
+        subprocess.run(common.hpcgnn_cmd("partition", graph, "--parts", str(parts), "--symmetrize", "--out", out,
+                                         "--force"), check=True, capture_output=True)
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--graphs", default="small")
+    parser.add_argument("--ranks", default="1,2,4")
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--dgl", action="store_true", help="also single-process DGL 2.1 (its virtualenv)")
+    args = parser.parse_args()
+    common.print_header("training benchmark: GraphSAGE 2x256, fanouts 10,25, batch 1000/rank")
+    python = common.dgl_python() if args.dgl else None
+    print("| graph | system | ranks | route | median epoch s (2..N) | sample/gather/compute/allreduce/wait s "
+          "(max over ranks) | test acc | peak RSS MiB per rank |\n|---|---|---|---|---|---|---|---|")
+    for tag in args.graphs.split(","):
+        graph = common.ensure_graph(*GRAPHS[tag])
+        if python:
+            r = dgl_single(python, graph, args.epochs)
+            b = r["breakdown"]
+            print(f"| {tag} | DGL 2.1 single process | 1 | - | {r['epoch_s']:.2f} | sample {b['sample']:.2f}, fetch "
+                  f"{b['fetch']:.2f}, fwd+bwd {b['forward'] + b['backward']:.2f} | {r['test_acc']:.4f} "
+                  f"| {r['peak_rss_MiB'][0]:.0f} |", flush=True)
+        for ranks in [int(x) for x in args.ranks.split(",")]:
+            parts = ensure_parts(graph, ranks, tag)
+            for route in (("shm", "rma") if ranks > 1 else ("shm",)):
+                r = ours(parts, ranks, args.epochs, route)
+                phases = ("sample", "gather", "compute", "allreduce", "wait")
+                ph = "/".join(f"{r['phases_max_s'][k]:.2f}" for k in phases)
+                rss = " / ".join(f"{x:.0f}" for x in r["peak_rss_MiB"])
+                print(f"| {tag} | hpcgnn | {ranks} | {route} | {r['epoch_s']:.2f} | {ph} | {r['test_acc']:.4f} "
+                      f"| {rss} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
