@@ -30,8 +30,15 @@ test: install
 demo: install
 	bash jobs/demo.sh
 
+# The benchmarks behind the README's tables; BENCH_ARGS=--dgl adds DGL 2.1 side by side
+# (its own virtualenv, built once with: $(PY) bench/partition.py --dgl --dgl-setup).
+BENCH_ARGS ?=
 bench: install
-	$(PY) bench/partition.py
+	$(PY) bench/partition.py $(BENCH_ARGS)
+	$(PY) bench/gather.py
+	$(PY) bench/memory.py $(BENCH_ARGS)
+	$(PY) bench/sample.py $(BENCH_ARGS)
+	$(PY) bench/train.py $(BENCH_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check hpcgnn tests bench
