@@ -82,3 +82,12 @@ def dgl_python(setup=False):
 
 def du_bytes(path) -> int:
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
+
+
+def ensure_parts(graph, parts, tag):
+    """Partition (once) ``graph`` into ``parts`` METIS parts, symmetrized; return the directory."""
+    out = os.path.join(WORK, f"{tag}_{parts}")
+    if not os.path.exists(os.path.join(out, "meta.json")):
+        subprocess.run(hpcgnn_cmd("partition", graph, "--parts", str(parts), "--symmetrize", "--out", out, "--force"),
+                       check=True, capture_output=True)
+    return out

@@ -36,13 +36,6 @@ def worker(path):
             print("RESULT " + json.dumps(report), flush=True)
 
 
-def ensure_parts(graph, parts):
-    out = os.path.join(common.WORK, f"mem_parts_{parts}")
-    if not os.path.exists(os.path.join(out, "meta.json")):
-        subprocess.run(common.hpcgnn_cmd("partition", graph, "--parts", str(parts), "--symmetrize",
-                                         "--out", out, "--force"), check=True)
-    return out
-
 
 def ensure_dgl_parts(python, graph):
     out = os.path.join(common.WORK, "mem_parts_dgl_1")
@@ -70,7 +63,7 @@ def main():
     print("| system | processes | per process: peak RSS MiB | RSS MiB | PSS MiB |\n|---|---|---|---|---|")
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     for ranks in [int(r) for r in args.ranks.split(",")]:
-        path = ensure_parts(graph, ranks)
+        path = common.ensure_parts(graph, ranks, "mem_parts")
         for route in ("shm", "rma"):
             _, _, out = common.timed([mpiexec, "-n", str(ranks), sys.executable, os.path.abspath(__file__),
                                       "--worker", path], env={"HPCGNN_FORCE_RMA": "1" if route == "rma" else "0"})

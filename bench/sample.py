@@ -19,7 +19,6 @@ between hpcgnn's repeats in the same process order for every graph.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -113,13 +112,6 @@ def run_dgl(python, graph, args):
     return summary, rss
 
 
-def ensure_parts(graph, parts, tag):
-    out = os.path.join(common.WORK, f"sample_{tag}_{parts}")
-    if not os.path.exists(os.path.join(out, "meta.json")):
-        subprocess.run(common.hpcgnn_cmd("partition", graph, "--parts", str(parts), "--symmetrize", "--out", out,
-                                         "--force"), check=True, capture_output=True)
-    return out
-
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -140,7 +132,7 @@ def main():
           "|---|---|---|---|---|---|---|")
     for tag in args.graphs.split(","):
         graph = common.ensure_graph(*GRAPHS[tag])
-        one = ensure_parts(graph, 1, tag)
+        one = common.ensure_parts(graph, 1, f"sample_{tag}")
         ours = {mode: run_ours(one, mode, 1, args) for mode in ("kernels", "loader", "prefetch")}
         dgl = run_dgl(python, graph, args)[0] if python else None
         names = {"kernels": ("raw", "sampling only"), "loader": ("pipe", "loader incl. gather, 1 thread"),
@@ -150,7 +142,7 @@ def main():
             theirs = (dgl[f"{key}_seeds_per_s"], dgl[f"{key}_edges_per_s"]) if dgl else (float("nan"),) * 2
             print(f"| {tag} | {label} | {mine['seeds_per_s']:,.0f} | {mine['edges_per_s'] / 1e6:.2f}M "
                   f"| {theirs[0]:,.0f} | {theirs[1] / 1e6:.2f}M | {mine['seeds_per_s'] / theirs[0]:.2f} |", flush=True)
-        two = ensure_parts(graph, 2, tag)
+        two = common.ensure_parts(graph, 2, f"sample_{tag}")
         for route in ("shm", "rma"):
             for mode in ("loader", "prefetch"):
                 r = run_ours(two, mode, 2, args, force_rma=route == "rma")

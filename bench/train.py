@@ -9,7 +9,6 @@ side by side with single-process DGL 2.1 (the anchor's train_single.py) in the s
 import argparse
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -45,13 +44,6 @@ def dgl_single(python, graph, epochs):
             "peak_rss_MiB": [rss], "breakdown": summary["breakdown_median_2_to_N"]}
 
 
-def ensure_parts(graph, parts, tag):
-    out = os.path.join(common.WORK, f"train_{tag}_{parts}")
-    if not os.path.exists(os.path.join(out, "meta.json")):
-        subprocess.run(common.hpcgnn_cmd("partition", graph, "--parts", str(parts), "--symmetrize", "--out", out,
-                                         "--force"), check=True, capture_output=True)
-    return out
-
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -73,7 +65,7 @@ def main():
                   f"{b['fetch']:.2f}, fwd+bwd {b['forward'] + b['backward']:.2f} | {r['test_acc']:.4f} "
                   f"| {r['peak_rss_MiB'][0]:.0f} |", flush=True)
         for ranks in [int(x) for x in args.ranks.split(",")]:
-            parts = ensure_parts(graph, ranks, tag)
+            parts = common.ensure_parts(graph, ranks, f"train_{tag}")
             for route in (("shm", "rma") if ranks > 1 else ("shm",)):
                 r = ours(parts, ranks, args.epochs, route)
                 phases = ("sample", "gather", "compute", "allreduce", "wait")
