@@ -187,3 +187,29 @@ def test_metrics_and_plots_are_written(tmp_path):
     assert {"test_acc", "val_acc", "epoch_time_s", "phases_s"} <= set(records[-1])
     assert (tmp_path / "plots" / "curves.png").stat().st_size > 1000
     assert (tmp_path / "plots" / "time_breakdown.png").stat().st_size > 1000
+
+
+def test_evaluate_checkpoint_and_save_embeddings(tmp_path, capsys):
+    import h5py
+
+    from hpcgnn.comm import world
+    from hpcgnn.evaluate import main as evaluate_main
+    from hpcgnn.partition import partition_graph
+    from hpcgnn.train import run
+    from tests.graphs import clustered_graph
+
+    graph = clustered_graph(num_nodes=300)
+    partition_graph(graph, tmp_path / "d", 1, "metis")
+    _, history = run(train_args(str(tmp_path / "d"), "--epochs", "2", "--checkpoint-dir", str(tmp_path / "ck"),
+                                "--checkpoint-every", "2"), world())
+    capsys.readouterr()
+    assert evaluate_main(["--data", str(tmp_path / "d"), "--checkpoint", str(tmp_path / "ck" / "epoch-0002.pt"),
+                          "--save-embeddings", str(tmp_path / "emb")]) == 0
+    printed = dict(zip(*[iter(capsys.readouterr().out.split())] * 2))
+    assert float(printed["test_acc"]) == pytest.approx(history[-1]["test_acc"], abs=1e-4)
+    with h5py.File(tmp_path / "emb" / "embeddings-00000.h5") as h5:
+        assert sorted(h5["orig_id"][()].tolist()) == list(range(300))
+        assert h5["embedding"].shape == (300, 4)
+    with pytest.raises(SystemExit):
+        evaluate_main(["--data", str(tmp_path / "d"), "--checkpoint", str(tmp_path / "missing.pt")])
+    assert "missing.pt" in capsys.readouterr().err
