@@ -94,9 +94,7 @@ class NeighborSampler:
 
     def sample(self, graph, seed_gids, seed=None) -> MiniBatch:
         """Local. Sample the blocks of ``seed_gids`` (unique global ids) from ``graph``."""
-        seeds = np.asarray(seed_gids, dtype=np.int64).reshape(-1)
-        if np.unique(seeds).shape[0] != seeds.shape[0]:
-            raise ValueError("seed_gids must be unique")
+        seeds = np.asarray(seed_gids, dtype=np.int64).reshape(-1)  # repeats: relabel raises ValueError
         base = self.seed if seed is None else int(seed)
         nodes = seeds
         blocks = []
