@@ -10,7 +10,7 @@ export OMP_NUM_THREADS ?= 1
 
 install: $(STAMP)
 
-$(STAMP): setup.py pyproject.toml cython/*.pyx
+$(STAMP): setup.py pyproject.toml cython/*.pyx cython/*.h
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip setuptools wheel
 	$(PIP) install -q "torch==2.13.0"

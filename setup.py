@@ -5,21 +5,14 @@ from setuptools import Extension, find_packages, setup
 
 kernels = [
     Extension(
-        "hpcgnn._csr",
-        ["cython/csr.pyx"],
-        include_dirs=[numpy.get_include()],
+        f"hpcgnn._{name}",
+        [f"cython/{name}.pyx"],
+        include_dirs=[numpy.get_include(), "cython"],
         language="c++",
         extra_compile_args=["-O3", "-std=c++17"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-    ),
-    Extension(
-        "hpcgnn._sample",
-        ["cython/sample.pyx"],
-        include_dirs=[numpy.get_include()],
-        language="c++",
-        extra_compile_args=["-O3", "-std=c++17"],
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-    ),
+    )
+    for name in ("csr", "sample", "dense")
 ]
 
 setup(

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-#: random stream of :class:`Dropout` (seeded per rank by the trainer, saved in checkpoints)
+#: random stream of dropout seeds (seeded per rank by the trainer, saved in checkpoints)
 dropout_rng = np.random.default_rng(0)
 
 
@@ -24,24 +24,87 @@ def seed_dropout(seed):
     dropout_rng = np.random.default_rng(seed)
 
 
-class Dropout(nn.Module):
-    """Inverted dropout with masks drawn by numpy's PCG64 as 16-bit integers: on one CPU
-    thread this is several times faster than torch's Bernoulli sampling, which dominated a
-    training step. ``p`` is rounded to a multiple of 2**-16."""
+def _flat(t):
+    return t.contiguous().view(-1).numpy()
 
-    def __init__(self, p=0.5):
+
+def _kernels():
+    from hpcgnn import _dense
+
+    return _dense
+
+
+class _DropoutFunction(torch.autograd.Function):
+    """Dropout whose mask is a hash of (seed, element): backward recomputes it, nothing stored."""
+
+    @staticmethod
+    def forward(ctx, h, seed, threshold, scale):
+        out = torch.empty_like(h, memory_format=torch.contiguous_format)
+        _kernels().dropout(_flat(h), out.view(-1).numpy(), seed, threshold, scale)
+        ctx.mask = (seed, threshold, scale)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad_in = torch.empty_like(grad, memory_format=torch.contiguous_format)
+        _kernels().dropout(_flat(grad), grad_in.view(-1).numpy(), *ctx.mask)
+        return grad_in, None, None, None
+
+
+class _ReLUDropoutFunction(torch.autograd.Function):
+    """``dropout(relu(h))`` in one pass; backward needs only the output (positive iff it
+    passed both), which the next layer keeps anyway."""
+
+    @staticmethod
+    def forward(ctx, h, seed, threshold, scale):
+        out = torch.empty_like(h, memory_format=torch.contiguous_format)
+        _kernels().relu_dropout(_flat(h), out.view(-1).numpy(), seed, threshold, scale)
+        ctx.save_for_backward(out)
+        ctx.scale = scale
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (out,) = ctx.saved_tensors
+        grad_in = torch.empty_like(out)
+        _kernels().where_positive(_flat(grad), out.view(-1).numpy(), grad_in.view(-1).numpy(), ctx.scale)
+        return grad_in, None, None, None
+
+
+class Dropout(nn.Module):
+    """Inverted dropout with a counter-based mask (see :mod:`hpcgnn._dense`): one pass each
+    way on one CPU thread, where torch's Bernoulli sampling dominated a training step.
+    ``p`` is rounded to a multiple of 2**-16; each call takes one seed from ``dropout_rng``.
+    With ``relu=True`` the module computes ``dropout(relu(h))`` in the same pass."""
+
+    def __init__(self, p=0.5, relu=False):
         super().__init__()
         if not 0.0 <= p < 1.0:
             raise ValueError(f"dropout probability must be in [0, 1), got {p}")
-        self.p = p
+        self.p, self.relu = p, relu
         self._threshold = int(round(p * 65536))
+        self._scale = 65536.0 / (65536 - self._threshold)
 
     def forward(self, h):
         if not self.training or self._threshold == 0:
-            return h
-        draws = dropout_rng.integers(0, 65536, h.numel(), dtype=np.uint16).reshape(h.shape)
-        scale = np.float32(65536.0 / (65536 - self._threshold))
-        return h * torch.from_numpy(np.where(draws >= self._threshold, scale, np.float32(0)))
+            return F.relu(h) if self.relu else h
+        if h.dtype != torch.float32:
+            raise TypeError(f"Dropout: expected float32, got {h.dtype}")
+        seed = int(dropout_rng.integers(0, 2**63))
+        function = _ReLUDropoutFunction if self.relu else _DropoutFunction
+        return function.apply(h, seed, self._threshold, self._scale)
+
+
+def dropout_mask_reference(seed, n, threshold):
+    """Local. The keep-mask (bool, length ``n``) of the dropout kernels, in numpy."""
+    with np.errstate(over="ignore"):
+        q = np.arange((n + 3) // 4, dtype=np.uint64)
+        z = np.uint64(seed) * np.uint64(0xD1B54A32D192ED03) + q + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    draws = ((z[:, None] >> (np.uint64(16) * np.arange(4, dtype=np.uint64))) & np.uint64(0xFFFF)).reshape(-1)[:n]
+    return draws >= threshold
 
 
 class BlockTensors:
@@ -113,7 +176,11 @@ class SAGEConv(nn.Module):
         shrink = self.fc_neigh.in_features > self.fc_neigh.out_features
         if self.aggregator == "mean":
             if shrink:
-                return self.fc_self(h_dst) + block.mean_neighbours(self.fc_neigh(h_src))
+                # one narrow GEMM over all sources for both maps, so the backward pass writes the
+                # wide input gradient once (not once per map plus a zero-filled slice gradient)
+                out_dim = self.out_features
+                z = F.linear(h_src, torch.cat([self.fc_neigh.weight, self.fc_self.weight], dim=0))
+                return block.mean_neighbours(z[:, :out_dim]) + z[: block.num_dst, out_dim:] + self.fc_self.bias
             # one GEMM over [h_dst, mean] instead of two with half the inner dimension
             weight = torch.cat([self.fc_self.weight, self.fc_neigh.weight], dim=1)
             return F.linear(torch.cat([h_dst, block.mean_neighbours(h_src)], dim=1), weight, self.fc_self.bias)
@@ -184,6 +251,7 @@ class _Stack(nn.Module):
         super().__init__()
         self.layers = nn.ModuleList(layers)
         self.dropout = Dropout(dropout)
+        self.relu_dropout = Dropout(dropout, relu=True)
         self.input_dropout = Dropout(input_dropout)
         if norm not in (None, "none", "batch", "layer"):
             raise ValueError(f"unknown norm {norm!r} (none, batch, layer)")
@@ -198,7 +266,7 @@ class _Stack(nn.Module):
             if i < len(self.layers) - 1:
                 if self.norms is not None:
                     h = self.norms[i](h)
-                h = self.dropout(F.relu(h) if not isinstance(layer, GATConv) else F.elu(h))
+                h = self.dropout(F.elu(h)) if isinstance(layer, GATConv) else self.relu_dropout(h)
         return h
 
     def layer_forward(self, i, block, h):
