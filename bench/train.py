@@ -5,10 +5,18 @@ side by side with single-process DGL 2.1 (the anchor's train_single.py) in the s
 
     python bench/train.py                          # small graph (100k nodes), 10 epochs
     python bench/train.py --graphs small,medium --epochs 5 --dgl
+    python bench/train.py --distdgl --ranks 2          # also real multi-process DistDGL 2.1 (root)
+
+``--distdgl`` runs the anchor's run_dist.sh from a writable copy under bench/work/anchor:
+per partition one DGL server and one trainer, each pair in its own network and mount
+namespace (this needs root), on DGL's own METIS partitions of the same graph.
 """
 import argparse
+import glob
 import json
 import os
+import shutil
+import subprocess
 import sys
 
 import numpy as np
@@ -44,6 +52,43 @@ def dgl_single(python, graph, epochs):
             "peak_rss_MiB": [rss], "breakdown": summary["breakdown_median_2_to_N"]}
 
 
+def anchor_copy():
+    """A writable copy of the anchor's scripts (run_dist.sh writes logs/ and results/ beside itself)."""
+    work = os.path.join(common.WORK, "anchor")
+    for sub in ("logs", "results", "parts"):
+        os.makedirs(os.path.join(work, sub), exist_ok=True)
+    for path in glob.glob(os.path.join(common.ANCHOR, "*.py")) + glob.glob(os.path.join(common.ANCHOR, "*.sh")):
+        shutil.copy2(path, work)
+    return work
+
+
+def dist_dgl(python, graph, tag, ranks, epochs):
+    """DistDGL 2.1: ``ranks`` emulated machines, each one server + one trainer, DGL METIS partitions."""
+    work = anchor_copy()
+    parts = os.path.join(work, "parts", f"{tag}_metis_{ranks}")
+    config = os.path.join(parts, "g.json")
+    if not os.path.exists(config):
+        common.timed([python, "bench_partition.py", "--graph", graph, "--method", "metis", "--parts", str(ranks),
+                      "--out", parts, "--name", "g"], cwd=work)
+    run_tag = f"hpcgnn_bench_{tag}_{ranks}"
+    env = dict(os.environ, ANCHOR_DIR=work, DGLENV=os.path.dirname(os.path.dirname(python)))
+    proc = subprocess.run(["bash", "run_dist.sh", run_tag, config, "g", str(ranks), "--num_epochs", str(epochs)],
+                          cwd=work, env=env, text=True, capture_output=True)
+    subprocess.run(["bash", "netns_teardown.sh"], cwd=work, capture_output=True)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
+        raise RuntimeError(f"DistDGL run failed ({proc.returncode})")
+    with open(os.path.join(work, "results", run_tag + ".json")) as fh:
+        summary = json.load(fh)["summary"]
+    rss = []
+    for role in ("trainer", "server"):
+        for i in range(ranks):
+            with open(os.path.join(work, "logs", f"{run_tag}.{role}{i}.time")) as fh:
+                kib = next(int(x.split()[-1]) for x in fh if "Maximum resident" in x)
+            rss.append(f"{role[0]}{i} {kib / 1024:.0f}")
+    return {"epoch_s": summary["median_epoch_time_2_to_N_max_over_ranks"], "test_acc": summary["final"]["test_acc"],
+            "breakdown": summary["breakdown_median_2_to_N_this_rank"], "rss": " / ".join(rss)}
+
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -51,20 +96,29 @@ def main():
     parser.add_argument("--ranks", default="1,2,4")
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--dgl", action="store_true", help="also single-process DGL 2.1 (its virtualenv)")
+    parser.add_argument("--distdgl", action="store_true", help="also DistDGL 2.1 at every rank count above 1 (root)")
     args = parser.parse_args()
     common.print_header("training benchmark: GraphSAGE 2x256, fanouts 10,25, batch 1000/rank")
-    python = common.dgl_python() if args.dgl else None
+    python = common.dgl_python() if args.dgl or args.distdgl else None
+    if (args.dgl or args.distdgl) and python is None:
+        sys.exit("DGL virtualenv not found: build it with ../shared/anchor_dgl/setup.sh or set DGLENV")
     print("| graph | system | ranks | route | median epoch s (2..N) | sample/gather/compute/allreduce/wait s "
           "(max over ranks) | test acc | peak RSS MiB per rank |\n|---|---|---|---|---|---|---|---|")
     for tag in args.graphs.split(","):
         graph = common.ensure_graph(*GRAPHS[tag])
-        if python:
+        if args.dgl:
             r = dgl_single(python, graph, args.epochs)
             b = r["breakdown"]
             print(f"| {tag} | DGL 2.1 single process | 1 | - | {r['epoch_s']:.2f} | sample {b['sample']:.2f}, fetch "
                   f"{b['fetch']:.2f}, fwd+bwd {b['forward'] + b['backward']:.2f} | {r['test_acc']:.4f} "
                   f"| {r['peak_rss_MiB'][0]:.0f} |", flush=True)
         for ranks in [int(x) for x in args.ranks.split(",")]:
+            if args.distdgl and ranks > 1:
+                r = dist_dgl(python, graph, tag, ranks, args.epochs)
+                b = r["breakdown"]
+                print(f"| {tag} | DistDGL 2.1 | {ranks} | servers+RPC | {r['epoch_s']:.2f} | sample {b['sample']:.2f}, "
+                      f"fetch {b['fetch']:.2f}, fwd+bwd {b['forward'] + b['backward']:.2f} (rank 0) "
+                      f"| {r['test_acc']:.4f} | {r['rss']} |", flush=True)
             parts = common.ensure_parts(graph, ranks, f"train_{tag}")
             for route in (("shm", "rma") if ranks > 1 else ("shm",)):
                 r = ours(parts, ranks, args.epochs, route)

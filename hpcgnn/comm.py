@@ -49,6 +49,20 @@ def node_comm(comm):
     return comm.Split_type(MPI.COMM_TYPE_SHARED, key=comm.rank)
 
 
+def cores_per_rank(comm):
+    """Collective over comm. CPU cores this rank can count on: its affinity set, shared with the
+    ranks on the same node whose sets overlap it (unbound ranks share every core)."""
+    import os
+
+    mine = set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
+    node = comm.Split_type(mpi().COMM_TYPE_SHARED, key=comm.rank)  # the real node, even when RMA is forced
+    try:
+        sharing = sum(1 for other in node.allgather(sorted(mine)) if mine & set(other))
+    finally:
+        node.Free()
+    return max(1, len(mine) // max(sharing, 1))
+
+
 def allreduce_(tensor, comm, average=True):
     """Collective over comm. In-place sum (or mean) of a contiguous torch tensor or numpy array."""
     MPI = mpi()

@@ -7,6 +7,7 @@ sources and returns one row per destination of the last block.
 """
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -113,17 +114,25 @@ class BlockTensors:
     def __init__(self, block, src_degree=None):
         self.num_src, self.num_dst = block.num_src, block.num_dst
         counts = torch.from_numpy(block.indptr).diff()
-        self.dst = torch.repeat_interleave(torch.arange(block.num_dst), counts)
         self.src = torch.from_numpy(block.src_pos)
         self.in_degree = counts.to(torch.float32)
         # graph degrees for GCN's symmetric normalisation (block degrees when unknown)
         self.dst_graph_degree = (torch.from_numpy(block.dst_degree).to(torch.float32)
                                  if getattr(block, "dst_degree", None) is not None else self.in_degree)
-        self.src_graph_degree = (torch.as_tensor(src_degree, dtype=torch.float32) if src_degree is not None else
-                                 torch.bincount(self.src, minlength=self.num_src).to(torch.float32))
-
+        self._src_degree = src_degree
         self._block = block
         self._matrices = {}
+
+    @functools.cached_property
+    def dst(self):
+        """Destination of every edge."""
+        return torch.repeat_interleave(torch.arange(self.num_dst), self.in_degree.long())
+
+    @functools.cached_property
+    def src_graph_degree(self):
+        if self._src_degree is not None:
+            return torch.as_tensor(self._src_degree, dtype=torch.float32)
+        return torch.bincount(self.src, minlength=self.num_src).to(torch.float32)
 
     def _matrix(self, kind):
         """The block's adjacency as a sparse CSR matrix, values 1 ('sum') or 1/in-degree ('mean')."""

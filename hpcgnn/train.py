@@ -44,7 +44,9 @@ def build_parser():
     p.add_argument("--lr", type=float, default=0.003)
     p.add_argument("--weight-decay", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--prefetch", type=int, default=2, help="batches sampled ahead on a background thread")
+    p.add_argument("--prefetch", type=int, default=-1,
+                   help="batches sampled ahead on a background thread (0: none; default: 2 when each rank has "
+                        "a spare core, else 0, since the thread then only competes with the model)")
     p.add_argument("--eval-every", type=int, default=1, help="epochs between evaluations (0: only at the end)")
     p.add_argument("--eval-batch-size", type=int, default=10_000)
     p.add_argument("--checkpoint-dir", help="where checkpoints go")
@@ -215,7 +217,7 @@ def main(argv=None):
 def run(args, comm):
     """Collective over comm. Train as ``args`` say; return ``(model, history)`` (history: per-epoch records)."""
     from hpcgnn import DistGraph, NeighborSampler, NodeDataLoader, node_split
-    from hpcgnn.comm import allreduce_, broadcast_module, mpi
+    from hpcgnn.comm import allreduce_, broadcast_module, cores_per_rank, mpi
     from hpcgnn.evaluate import layerwise_inference, split_accuracy
 
     MPI = mpi()
@@ -231,14 +233,16 @@ def run(args, comm):
     config = dict(vars(args), num_classes=num_classes, ranks=comm.size)
     train_ids = node_split("train_mask", graph, seed=args.seed)
     sampler = NeighborSampler(args.fanouts, input_degrees=args.model == "gcn")
-    loader = NodeDataLoader(graph, train_ids, sampler, args.batch_size, prefetch=args.prefetch, seed=args.seed)
+    prefetch = args.prefetch if args.prefetch >= 0 else (2 if cores_per_rank(comm) > 1 else 0)
+    loader = NodeDataLoader(graph, train_ids, sampler, args.batch_size, prefetch=prefetch, seed=args.seed)
 
     # ---- model: same initial parameters everywhere, dropout streams differ per rank
     torch.manual_seed(args.seed)
     model = build_model(config, graph)
     broadcast_module(model, comm)
     grads = FlatGradients(model)
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    # the fused CPU kernel: one pass over all parameters, a third of the foreach version's time
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay, fused=True)
     from hpcgnn.nn import seed_dropout
 
     torch.manual_seed(args.seed * 1000 + rank)
