@@ -15,6 +15,7 @@ import sys
 
 import numpy as np
 import torch
+from torch.nn import functional as F
 
 from hpcgnn.cli import entry_point
 from hpcgnn.comm import install_abort_hook, mpi, world
@@ -57,21 +58,33 @@ def layerwise_inference(model, graph, batch_size=10_000, feature="feat", needs_d
 
 
 def split_accuracy(logits, graph, label="label"):
-    """Collective over graph.comm. Accuracy on every split mask present, over all ranks."""
+    """Collective over graph.comm. Accuracy and mean cross-entropy on every split mask present,
+    over all ranks (``{split}_acc`` and ``{split}_loss``; None for a missing or empty split)."""
     MPI = mpi()
     predicted = logits.argmax(dim=1).numpy()
     labels = graph.ndata[label].local
-    counts = []
+    log_probs = F.log_softmax(logits.double(), dim=1)
+    counts, losses = [], []
     for mask in MASKS:
         if mask in graph.ndata:
             selected = graph.ndata[mask].local.astype(bool)
             counts += [int((predicted[selected] == labels[selected]).sum()), int(selected.sum())]
+            rows = torch.from_numpy(np.flatnonzero(selected))
+            picked = log_probs[rows, torch.from_numpy(labels[selected].astype(np.int64))]
+            losses.append(-float(picked.sum()))
         else:
             counts += [0, 0]
+            losses.append(0.0)
     totals = np.array(counts, dtype=np.int64)
     graph.comm.Allreduce(MPI.IN_PLACE, totals, op=MPI.SUM)
-    return {mask.replace("_mask", "_acc"): (float(totals[2 * i] / totals[2 * i + 1]) if totals[2 * i + 1] else None)
-            for i, mask in enumerate(MASKS)}
+    loss_totals = np.array(losses, dtype=np.float64)
+    graph.comm.Allreduce(MPI.IN_PLACE, loss_totals, op=MPI.SUM)
+    result = {}
+    for i, mask in enumerate(MASKS):
+        seen = totals[2 * i + 1]
+        result[mask.replace("_mask", "_acc")] = float(totals[2 * i] / seen) if seen else None
+        result[mask.replace("_mask", "_loss")] = float(loss_totals[i] / seen) if seen else None
+    return result
 
 
 def save_embeddings(logits, graph, path):

@@ -320,9 +320,12 @@ def run(args, comm):
     evaluated = [r for r in history if r.get("test_acc") is not None]
     if evaluated:
         final.update(test_acc=evaluated[-1]["test_acc"], val_acc=evaluated[-1]["val_acc"])
-        if evaluated[-1].get("val_acc") is not None:  # model selection on validation accuracy
+        if evaluated[-1].get("val_acc") is not None:  # model selection on validation accuracy, or loss
             best = max(evaluated, key=lambda r: r["val_acc"])
             final.update(best_val_acc=best["val_acc"], test_acc_at_best_val=best["test_acc"], best_epoch=best["epoch"])
+            best = min(evaluated, key=lambda r: r["val_loss"])
+            final.update(best_val_loss=best["val_loss"], test_acc_at_best_val_loss=best["test_acc"],
+                         best_loss_epoch=best["epoch"])
     if history:
         final["phases_s"] = {k: float(np.median([r["phases_s"][k][1] for r in history])) for k in PHASES}
     import resource

@@ -89,7 +89,7 @@ def test_resume_reproduces_uninterrupted_losses(nranks, comm, shared_tmp):
 @pytest.mark.mpi(sizes=(1, 2, 4))
 def test_inference_equals_single_process_full_graph_forward(nranks, comm, shared_tmp):
     from hpcgnn import DistGraph
-    from hpcgnn.evaluate import layerwise_inference
+    from hpcgnn.evaluate import layerwise_inference, split_accuracy
     from hpcgnn.nn import GAT, GCN, SAGE
     from tests.test_dist_graph import oracle
 
@@ -109,6 +109,15 @@ def test_inference_equals_single_process_full_graph_forward(nranks, comm, shared
             got = layerwise_inference(model, graph, batch_size=64, needs_degrees=cls is GCN)
             start, end = graph.local_nodes
             assert torch.allclose(got, want[start:end], atol=1e-5), cls.__name__
+            reported = split_accuracy(got, graph)
+            labels = torch.from_numpy(graph.ndata["label"].gather(np.arange(graph.num_nodes)).astype(np.int64))
+            for mask in ("train_mask", "val_mask", "test_mask"):
+                rows = torch.from_numpy(graph.ndata[mask].gather(np.arange(graph.num_nodes)).astype(bool))
+                split = mask[:-5]
+                assert reported[f"{split}_acc"] == pytest.approx(
+                    float((want[rows].argmax(1) == labels[rows]).double().mean()), abs=1e-12), (cls.__name__, split)
+                assert reported[f"{split}_loss"] == pytest.approx(
+                    float(torch.nn.functional.cross_entropy(want[rows].double(), labels[rows])), rel=1e-4)
 
 
 FAILING_RUN = """
