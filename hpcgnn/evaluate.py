@@ -24,9 +24,11 @@ from hpcgnn.graph import MASKS
 
 
 @torch.no_grad()
-def layerwise_inference(model, graph, batch_size=10_000, feature="feat", needs_degrees=False):
+def layerwise_inference(model, graph, batch_size=10_000, feature="feat", needs_degrees=False, inputs=None):
     """Collective over graph.comm. Every owned node's output of ``model`` (full neighbourhoods).
 
+    ``inputs(gids) -> tensor`` gives the first layer's input rows when they are not just the
+    ``feature`` field (e.g. features with a learnable node embedding appended).
     Returns this rank's rows of the last layer, ``[num_local_nodes, out_dim]``, as a tensor.
     """
     from hpcgnn.dist_tensor import DistTensor
@@ -37,7 +39,7 @@ def layerwise_inference(model, graph, batch_size=10_000, feature="feat", needs_d
     model.eval()
     sampler = NeighborSampler([-1], input_degrees=needs_degrees)
     local_ids = graph.local_node_ids()
-    h = graph.ndata[feature]
+    h = graph.ndata[feature] if inputs is None else None
     for i in range(len(model.layers)):
         width = model.layers[i].out_features
         out = DistTensor((graph.num_nodes, width), np.float32, f"layer{i}", comm=graph.comm, book=graph.book)
@@ -45,7 +47,10 @@ def layerwise_inference(model, graph, batch_size=10_000, feature="feat", needs_d
             chunk = local_ids[lo:lo + batch_size]
             batch = sampler.sample(graph, chunk)
             block = BlockTensors(batch.blocks[0], batch.input_degree)
-            x = torch.from_numpy(h.gather(batch.input_gids)).to(torch.float32)
+            if i == 0 and inputs is not None:
+                x = inputs(batch.input_gids)
+            else:
+                x = torch.from_numpy(h.gather(batch.input_gids)).to(torch.float32)
             out.local[lo:lo + chunk.shape[0]] = model.layer_forward(i, block, x).numpy()
         out.barrier()
         if i > 0:
@@ -112,7 +117,7 @@ def main(argv=None):
                         help="write each rank's output rows (keyed by original id) to DIR/embeddings-RANK.h5")
     args = parser.parse_args(argv)
     from hpcgnn.allocator import keep_heap_memory
-    from hpcgnn.train import build_model, load_checkpoint
+    from hpcgnn.train import build_model, embedding_shard_path, input_rows, load_checkpoint
 
     comm = world()
     install_abort_hook(comm)
@@ -123,14 +128,26 @@ def main(argv=None):
 
     graph = DistGraph(args.data, comm)
     state = load_checkpoint(args.checkpoint)
-    model = build_model(state["config"], graph)
+    config = state["config"]
+    model = build_model(config, graph)
     model.load_state_dict(state["model"])
-    logits = layerwise_inference(model, graph, args.batch_size, needs_degrees=state["config"]["model"] == "gcn")
+    embedding = None
+    if config.get("embed_dim"):  # the learnable node embedding: this rank's shard beside the checkpoint
+        from hpcgnn.embedding import DistEmbedding
+
+        directory = args.checkpoint if os.path.isdir(args.checkpoint) else os.path.dirname(args.checkpoint)
+        embedding = DistEmbedding(graph.num_nodes, config["embed_dim"], name="node_embedding", comm=comm,
+                                  book=graph.book)
+        embedding.load(embedding_shard_path(directory, state["epoch"], comm.rank) + ".emb.npz")
+    logits = layerwise_inference(model, graph, args.batch_size, needs_degrees=config["model"] == "gcn",
+                                 inputs=input_rows(graph, embedding))
     accuracy = split_accuracy(logits, graph)
     if args.save_embeddings:
         save_embeddings(logits, graph, os.path.join(args.save_embeddings, f"embeddings-{comm.rank:05d}.h5"))
     if comm.rank == 0:
         print(" ".join(f"{k} {v:.4f}" for k, v in accuracy.items() if v is not None), flush=True)
+    if embedding is not None:
+        embedding.close()
     graph.close()
     return 0
 

@@ -38,6 +38,10 @@ def build_parser():
     p.add_argument("--heads", type=int, default=4, help="GAT attention heads")
     p.add_argument("--dropout", type=float, default=0.5, help="between layers")
     p.add_argument("--input-dropout", type=float, default=0.0, help="on the input features")
+    p.add_argument("--embed-dim", type=int, default=0,
+                   help="learn a per-node embedding of this width (a DistEmbedding, sharded like the nodes), "
+                        "appended to the features, or the only input of a dataset without 'feat'")
+    p.add_argument("--embed-lr", type=float, default=0.01, help="SparseAdam learning rate of the node embedding")
     p.add_argument("--norm", choices=("none", "batch", "layer"), default="none")
     p.add_argument("--batch-size", type=int, default=1000, help="seeds per rank per step")
     p.add_argument("--epochs", type=int, default=10)
@@ -76,6 +80,8 @@ def parse_args(argv=None):
     args.layers = args.layers or len(args.fanouts)
     if args.layers != len(args.fanouts):
         raise InputError(None, f"needs one fanout per layer ({args.layers} layers)", "--fanouts", args.fanouts)
+    if args.embed_dim < 0:
+        raise InputError(None, "must be 0 (none) or positive", "--embed-dim", args.embed_dim)
     for flag in ("hidden", "batch_size", "epochs", "eval_batch_size"):
         if getattr(args, flag) <= 0:
             raise InputError(None, "must be positive", "--" + flag.replace("_", "-"), getattr(args, flag))
@@ -117,7 +123,7 @@ def build_model(config, graph):
     """Local. The model named in ``config`` sized for ``graph``'s features and classes."""
     from hpcgnn.nn import GAT, GCN, SAGE
 
-    in_dim = graph.ndata["feat"].shape[1]
+    in_dim = (graph.ndata["feat"].shape[1] if "feat" in graph.ndata else 0) + config.get("embed_dim", 0)
     num_classes = config["num_classes"]
     norm = None if config["norm"] == "none" else config["norm"]
     drop_in = config.get("input_dropout", 0.0)
@@ -156,6 +162,30 @@ def save_checkpoint(directory, state):
     with atomic_path(os.path.join(directory, "latest")) as tmp:
         with open(tmp, "w") as fh:
             fh.write(name + "\n")
+
+
+def embedding_shard_path(directory, epoch, rank):
+    """Local. Path prefix of ``rank``'s node-embedding shard (and its optimizer state) at ``epoch``."""
+    return os.path.join(directory, f"epoch-{epoch:04d}.rank-{rank:05d}")
+
+
+def model_inputs(feat, embedding, input_gids):
+    """Local. The first layer's input rows: features, then the learnable embedding if any."""
+    if embedding is None:
+        return feat
+    rows = embedding(input_gids)
+    return rows if feat is None else torch.cat([feat, rows], dim=1)
+
+
+def input_rows(graph, embedding):
+    """Local. ``gids -> first-layer input rows`` for layer-wise inference."""
+    feat = graph.ndata.get("feat")
+
+    def rows(gids):
+        x = torch.from_numpy(feat.gather(gids)).to(torch.float32) if feat is not None else None
+        return model_inputs(x, embedding, gids)
+
+    return rows
 
 
 def load_checkpoint(path):
@@ -226,7 +256,7 @@ def run(args, comm):
 
     # ---- data
     graph = DistGraph(args.data, comm)
-    for field in ("feat", "label", "train_mask"):
+    for field in (("feat",) if not args.embed_dim else ()) + ("label", "train_mask"):
         if field not in graph.ndata:
             raise InputError(os.path.join(args.data, "meta.json"), "dataset lacks a node field", "node_fields", field)
     num_classes = int(comm.allreduce(int(graph.ndata["label"].local.max(initial=-1)), op=MPI.MAX)) + 1
@@ -234,7 +264,8 @@ def run(args, comm):
     train_ids = node_split("train_mask", graph, seed=args.seed)
     sampler = NeighborSampler(args.fanouts, input_degrees=args.model == "gcn")
     prefetch = args.prefetch if args.prefetch >= 0 else (2 if cores_per_rank(comm) > 1 else 0)
-    loader = NodeDataLoader(graph, train_ids, sampler, args.batch_size, prefetch=prefetch, seed=args.seed)
+    loader = NodeDataLoader(graph, train_ids, sampler, args.batch_size, prefetch=prefetch, seed=args.seed,
+                            feature="feat" if "feat" in graph.ndata else None)
 
     # ---- model: same initial parameters everywhere, dropout streams differ per rank
     torch.manual_seed(args.seed)
@@ -243,6 +274,13 @@ def run(args, comm):
     grads = FlatGradients(model)
     # the fused CPU kernel: one pass over all parameters, a third of the foreach version's time
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay, fused=True)
+    embedding = embed_optimizer = None
+    if args.embed_dim:
+        from hpcgnn.embedding import DistEmbedding, SparseAdam
+
+        embedding = DistEmbedding(graph.num_nodes, args.embed_dim, name="node_embedding", comm=comm,
+                                  book=graph.book)
+        embed_optimizer = SparseAdam([embedding], lr=args.embed_lr)
     from hpcgnn.nn import seed_dropout
 
     torch.manual_seed(args.seed * 1000 + rank)
@@ -255,6 +293,10 @@ def run(args, comm):
         state = load_checkpoint(args.checkpoint_dir)
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
+        if embedding is not None:
+            shard = embedding_shard_path(args.checkpoint_dir, state["epoch"], rank)
+            embedding.load(shard + ".emb.npz")
+            embed_optimizer.load(shard + ".opt.npz")
         set_rng_state(state["rng"][rank])
         first_epoch, history = state["epoch"], state["history"]
     loader.epoch = first_epoch
@@ -275,7 +317,7 @@ def run(args, comm):
         for batch in progress:
             t0 = time.perf_counter()
             grads.zero()
-            logits = model(batch.blocks, batch.feat, batch.input_degree)
+            logits = model(batch.blocks, model_inputs(batch.feat, embedding, batch.input_gids), batch.input_degree)
             labels = batch.label.long()
             loss = F.cross_entropy(logits, labels) if labels.numel() else logits.sum() * 0.0
             loss.backward()
@@ -283,6 +325,8 @@ def run(args, comm):
             allreduce_(grads.buffer, comm)
             t2 = time.perf_counter()
             optimizer.step()
+            if embed_optimizer is not None:
+                embed_optimizer.step()  # collective: every rank takes the same number of steps
             phases["compute"] += (t1 - t0) + (time.perf_counter() - t2)
             phases["allreduce"] += t2 - t1
             loss_sum += float(loss.detach()) * labels.numel()
@@ -297,7 +341,8 @@ def run(args, comm):
                   "epoch_time_s": comm.allreduce(epoch_time, op=MPI.MAX), "phases_s": phase_extremes(comm, phases)}
         if (args.eval_every and (epoch + 1) % args.eval_every == 0) or epoch + 1 == args.epochs:
             t0 = time.perf_counter()
-            logits = layerwise_inference(model, graph, args.eval_batch_size, needs_degrees=args.model == "gcn")
+            logits = layerwise_inference(model, graph, args.eval_batch_size, needs_degrees=args.model == "gcn",
+                                         inputs=input_rows(graph, embedding))
             record.update(split_accuracy(logits, graph), eval_time_s=time.perf_counter() - t0)
         record["rank_phases_s"] = comm.gather(phases, root=0)
         history.append(record)
@@ -307,6 +352,12 @@ def run(args, comm):
                 metrics.write(json.dumps({k: v for k, v in record.items() if k != "rank_phases_s"}) + "\n")
                 metrics.flush()
         if args.checkpoint_every and (epoch + 1) % args.checkpoint_every == 0:
+            if embedding is not None:  # shards first: 'latest' never points at a checkpoint without them
+                shard = embedding_shard_path(args.checkpoint_dir, epoch + 1, rank)
+                os.makedirs(args.checkpoint_dir, exist_ok=True)
+                embedding.save(shard + ".emb.npz")
+                embed_optimizer.save(shard + ".opt.npz")
+                comm.Barrier()
             rngs = comm.gather(rng_state(), root=0)
             if rank == 0:
                 save_checkpoint(args.checkpoint_dir, {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
@@ -340,6 +391,8 @@ def run(args, comm):
             from hpcgnn.plots import plot_history
 
             plot_history(history, args.plot)
+    if embedding is not None:
+        embedding.close()
     graph.close()
     return model, history
 

@@ -71,19 +71,49 @@ def test_full_neighbourhood_one_batch_equals_single_process(nranks, comm, shared
 
 
 @pytest.mark.mpi(sizes=(2,))
-def test_resume_reproduces_uninterrupted_losses(nranks, comm, shared_tmp):
+@pytest.mark.parametrize("embed", [[], ["--embed-dim", "3"]], ids=["features", "features+node-embedding"])
+def test_resume_reproduces_uninterrupted_losses(nranks, comm, shared_tmp, embed):
     from hpcgnn.train import run
 
     path, _ = make_dataset(comm, shared_tmp, nranks, num_nodes=600)
-    full_dir, cut_dir = os.path.join(shared_tmp, "ck_full"), os.path.join(shared_tmp, "ck_cut")
+    tag = "emb" if embed else "plain"
+    full_dir, cut_dir = os.path.join(shared_tmp, f"ck_full_{tag}"), os.path.join(shared_tmp, f"ck_cut_{tag}")
     _, full = run(train_args(path, "--epochs", "4", "--checkpoint-dir", full_dir, "--checkpoint-every", "1",
-                             "--eval-every", "0"), comm)
+                             "--eval-every", "0", *embed), comm)
     run(train_args(path, "--epochs", "2", "--checkpoint-dir", cut_dir, "--checkpoint-every", "1",
-                   "--eval-every", "0"), comm)
+                   "--eval-every", "0", *embed), comm)
     model, resumed = run(train_args(path, "--epochs", "4", "--checkpoint-dir", cut_dir, "--checkpoint-every", "1",
-                                    "--eval-every", "0", "--resume"), comm)
+                                    "--eval-every", "0", "--resume", *embed), comm)
     assert [h["loss"] for h in resumed] == [h["loss"] for h in full]
     assert resumed[-1]["test_acc"] == full[-1]["test_acc"]
+    if embed:  # every rank wrote its embedding shard and the shard's optimizer state
+        for rank in range(nranks):
+            for kind in ("emb", "opt"):
+                assert os.path.exists(os.path.join(cut_dir, f"epoch-0004.rank-{rank:05d}.{kind}.npz"))
+
+
+@pytest.mark.mpi(sizes=(1, 2))
+def test_a_learned_node_embedding_alone_fits_the_training_labels(nranks, comm, shared_tmp):
+    """No 'feat' field: the embedding is the only input, so only its updates can fit the labels."""
+    import shutil
+
+    from hpcgnn.train import run
+
+    path, _ = make_dataset(comm, shared_tmp, nranks, num_nodes=400)
+    if comm.rank == 0:
+        path_nofeat = os.path.join(shared_tmp, "nofeat")
+        shutil.copytree(path, path_nofeat)
+        with open(os.path.join(path_nofeat, "meta.json")) as fh:
+            meta = json.load(fh)
+        meta["node_fields"].pop("feat")  # the part files keep the rows; nothing reads them
+        with open(os.path.join(path_nofeat, "meta.json"), "w") as fh:
+            json.dump(meta, fh)
+    comm.Barrier()
+    args = train_args(os.path.join(shared_tmp, "nofeat"), "--epochs", "30", "--embed-dim", "16", "--embed-lr", "0.05",
+                      "--lr", "0.01", "--eval-every", "0", "--dropout", "0")
+    _, history = run(args, comm)
+    assert history[-1]["train_acc"] > 0.9, [h["train_acc"] for h in history]
+    assert history[-1]["loss"] < 0.5 * history[0]["loss"]
 
 
 @pytest.mark.mpi(sizes=(1, 2, 4))
@@ -219,6 +249,12 @@ def test_evaluate_checkpoint_and_save_embeddings(tmp_path, capsys):
     with h5py.File(tmp_path / "emb" / "embeddings-00000.h5") as h5:
         assert sorted(h5["orig_id"][()].tolist()) == list(range(300))
         assert h5["embedding"].shape == (300, 4)
+    _, history = run(train_args(str(tmp_path / "d"), "--epochs", "2", "--checkpoint-dir", str(tmp_path / "ck_emb"),
+                                "--checkpoint-every", "2", "--embed-dim", "5"), world())
+    capsys.readouterr()
+    assert evaluate_main(["--data", str(tmp_path / "d"), "--checkpoint", str(tmp_path / "ck_emb")]) == 0
+    printed = dict(zip(*[iter(capsys.readouterr().out.split())] * 2))
+    assert float(printed["test_acc"]) == pytest.approx(history[-1]["test_acc"], abs=1e-4)
     with pytest.raises(SystemExit):
         evaluate_main(["--data", str(tmp_path / "d"), "--checkpoint", str(tmp_path / "missing.pt")])
     assert "missing.pt" in capsys.readouterr().err
