@@ -57,9 +57,9 @@ def one_run(name, spec, seed, ranks, reuse=False):
     metrics = parts + ".jsonl"
     if reuse and os.path.exists(metrics):
         with open(metrics) as fh:
-            last = [json.loads(line) for line in fh][-1]
-        if last.get("final"):
-            return last
+            records = [json.loads(line) for line in fh if line.strip()]
+        if records and records[-1].get("final"):
+            return records[-1]
     shchur = "per-class" in " ".join(spec["prepare"])
     split_seed = ["--split-seed", str(seed)] if shchur else []
     subprocess.run(common.hpcgnn_cmd("partition", os.path.join(DATA, spec["path"]), "--parts", str(ranks),

@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 import torch
 from torch import nn
+from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
 #: random stream of dropout seeds (seeded per rank by the trainer, saved in checkpoints)
@@ -26,7 +27,7 @@ def seed_dropout(seed):
 
 
 def _flat(t):
-    return t.contiguous().view(-1).numpy()
+    return t.detach().contiguous().view(-1).numpy()
 
 
 def _kernels():
@@ -46,6 +47,7 @@ class _DropoutFunction(torch.autograd.Function):
         return out
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad):
         grad_in = torch.empty_like(grad, memory_format=torch.contiguous_format)
         _kernels().dropout(_flat(grad), grad_in.view(-1).numpy(), *ctx.mask)
@@ -65,6 +67,7 @@ class _ReLUDropoutFunction(torch.autograd.Function):
         return out
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad):
         (out,) = ctx.saved_tensors
         grad_in = torch.empty_like(out)
@@ -84,13 +87,15 @@ class Dropout(nn.Module):
             raise ValueError(f"dropout probability must be in [0, 1), got {p}")
         self.p, self.relu = p, relu
         self._threshold = int(round(p * 65536))
+        if self._threshold == 65536:
+            raise ValueError(f"dropout probability {p} rounds to 1 in steps of 2**-16")
         self._scale = 65536.0 / (65536 - self._threshold)
 
     def forward(self, h):
         if not self.training or self._threshold == 0:
             return F.relu(h) if self.relu else h
-        if h.dtype != torch.float32:
-            raise TypeError(f"Dropout: expected float32, got {h.dtype}")
+        if h.dtype != torch.float32:  # the kernels are float32-only
+            return F.dropout(F.relu(h) if self.relu else h, self.p)
         seed = int(dropout_rng.integers(0, 2**63))
         function = _ReLUDropoutFunction if self.relu else _DropoutFunction
         return function.apply(h, seed, self._threshold, self._scale)
@@ -184,9 +189,12 @@ class SAGEConv(nn.Module):
         # the linear map commutes with the average: apply it on the narrower side
         shrink = self.fc_neigh.in_features > self.fc_neigh.out_features
         if self.aggregator == "mean":
+            if shrink and self.out_features > 32:
+                return self.fc_self(h_dst) + block.mean_neighbours(self.fc_neigh(h_src))
             if shrink:
-                # one narrow GEMM over all sources for both maps, so the backward pass writes the
-                # wide input gradient once (not once per map plus a zero-filled slice gradient)
+                # narrow output (memory-bound GEMMs): one GEMM over all sources for both maps, so the
+                # backward pass writes the wide input gradient once (not once per map plus a
+                # zero-filled slice gradient); the self map's extra rows cost little at this width
                 out_dim = self.out_features
                 z = F.linear(h_src, torch.cat([self.fc_neigh.weight, self.fc_self.weight], dim=0))
                 return block.mean_neighbours(z[:, :out_dim]) + z[: block.num_dst, out_dim:] + self.fc_self.bias

@@ -295,8 +295,14 @@ def run(args, comm):
         optimizer.load_state_dict(state["optimizer"])
         if embedding is not None:
             shard = embedding_shard_path(args.checkpoint_dir, state["epoch"], rank)
-            embedding.load(shard + ".emb.npz")
-            embed_optimizer.load(shard + ".opt.npz")
+            embedding.load(shard + ".emb.npz")  # collective: fails on every rank alike
+            error = None
+            try:
+                embed_optimizer.load(shard + ".opt.npz")
+            except InputError as exc:
+                error = exc
+            if comm.allreduce(error is not None, op=MPI.LOR):  # never leave the other ranks waiting
+                raise error or InputError(args.checkpoint_dir, "another rank could not load its embedding shard")
         set_rng_state(state["rng"][rank])
         first_epoch, history = state["epoch"], state["history"]
     loader.epoch = first_epoch
@@ -374,9 +380,11 @@ def run(args, comm):
         if evaluated[-1].get("val_acc") is not None:  # model selection on validation accuracy, or loss
             best = max(evaluated, key=lambda r: r["val_acc"])
             final.update(best_val_acc=best["val_acc"], test_acc_at_best_val=best["test_acc"], best_epoch=best["epoch"])
-            best = min(evaluated, key=lambda r: r["val_loss"])
-            final.update(best_val_loss=best["val_loss"], test_acc_at_best_val_loss=best["test_acc"],
-                         best_loss_epoch=best["epoch"])
+            with_loss = [r for r in evaluated if r.get("val_loss") is not None]  # older checkpoints lack it
+            if with_loss:
+                best = min(with_loss, key=lambda r: r["val_loss"])
+                final.update(best_val_loss=best["val_loss"], test_acc_at_best_val_loss=best["test_acc"],
+                             best_loss_epoch=best["epoch"])
     if history:
         final["phases_s"] = {k: float(np.median([r["phases_s"][k][1] for r in history])) for k in PHASES}
     import resource

@@ -94,12 +94,13 @@ def reference_layer(layer, block, h):
 
 
 @pytest.mark.parametrize("make", [
-    lambda: hnn.SAGEConv(8, 5, "mean"),    # the map shrinks: applied before aggregating
+    lambda: hnn.SAGEConv(8, 5, "mean"),    # the map shrinks: applied before aggregating, one narrow GEMM
+    lambda: hnn.SAGEConv(48, 40, "mean"),  # shrinks to a wide output: two GEMMs
     lambda: hnn.SAGEConv(5, 8, "mean"),    # the map widens: aggregate first, one fused GEMM
     lambda: hnn.SAGEConv(8, 5, "gcn"),
     lambda: hnn.SAGEConv(5, 8, "gcn"),
     lambda: hnn.GraphConv(6, 4),
-], ids=["sage-shrink", "sage-widen", "sagegcn-shrink", "sagegcn-widen", "gcn"])
+], ids=["sage-shrink", "sage-shrink-wide", "sage-widen", "sagegcn-shrink", "sagegcn-widen", "gcn"])
 def test_layer_equals_dense_reference(make):
     torch.manual_seed(0)
     rng = np.random.default_rng(3)
