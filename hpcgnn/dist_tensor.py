@@ -94,9 +94,9 @@ class DistTensor:
 
     def _contiguous_node_range(self):
         """Global ids held by this node's table, when they form one range (one np.take)."""
-        if self.window._node_table is None:
+        if self.window.node_table is None:
             return None
-        ranks = self.window._node_ranks
+        ranks = self.window.node_ranks
         if not np.array_equal(ranks, np.arange(ranks[0], ranks[0] + ranks.shape[0])):
             return None
         return int(self.book.node_starts[ranks[0]]), int(self.book.node_starts[ranks[-1] + 1])
@@ -124,7 +124,7 @@ class DistTensor:
             self.book.check(gids, f"DistTensor '{self.name}': row")
         if self._node_range is not None and lo >= self._node_range[0] and hi < self._node_range[1]:
             base = self._node_range[0]
-            take_rows(self.window._node_table, gids - base if base else gids, out)
+            take_rows(self.window.node_table, gids - base if base else gids, out)
             return out
         owners = self.book.owner(gids)
         return self.window.read(owners, gids - self.book.node_starts[owners], out)

@@ -114,6 +114,17 @@ class RowWindow:
         table = np.frombuffer(raw, dtype=np.uint8)[: total * self.row_bytes]
         return table.view(self.dtype).reshape((total, *self.row_shape)), starts[:-1]
 
+    @property
+    def node_table(self):
+        """The rows of every rank on this node as one array (node ranks in order), or None when
+        MPI did not place the shards back to back."""
+        return self._node_table
+
+    @property
+    def node_ranks(self) -> np.ndarray:
+        """Ranks of ``comm`` that share this node's memory, in node order."""
+        return self._node_ranks
+
     # ------------------------------------------------------------------ reads
     def read(self, owners, lids, out):
         """Local. ``out[i] = shard_of(owners[i])[lids[i]]`` for every i; returns ``out``.
