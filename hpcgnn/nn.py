@@ -16,6 +16,8 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
+from hpcgnn import _dense
+
 #: random stream of dropout seeds (seeded per rank by the trainer, saved in checkpoints)
 dropout_rng = np.random.default_rng(0)
 
@@ -30,19 +32,13 @@ def _flat(t):
     return t.detach().contiguous().view(-1).numpy()
 
 
-def _kernels():
-    from hpcgnn import _dense
-
-    return _dense
-
-
 class _DropoutFunction(torch.autograd.Function):
     """Dropout whose mask is a hash of (seed, element): backward recomputes it, nothing stored."""
 
     @staticmethod
     def forward(ctx, h, seed, threshold, scale):
         out = torch.empty_like(h, memory_format=torch.contiguous_format)
-        _kernels().dropout(_flat(h), out.view(-1).numpy(), seed, threshold, scale)
+        _dense.dropout(_flat(h), out.view(-1).numpy(), seed, threshold, scale)
         ctx.mask = (seed, threshold, scale)
         return out
 
@@ -50,7 +46,7 @@ class _DropoutFunction(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, grad):
         grad_in = torch.empty_like(grad, memory_format=torch.contiguous_format)
-        _kernels().dropout(_flat(grad), grad_in.view(-1).numpy(), *ctx.mask)
+        _dense.dropout(_flat(grad), grad_in.view(-1).numpy(), *ctx.mask)
         return grad_in, None, None, None
 
 
@@ -61,7 +57,7 @@ class _ReLUDropoutFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h, seed, threshold, scale):
         out = torch.empty_like(h, memory_format=torch.contiguous_format)
-        _kernels().relu_dropout(_flat(h), out.view(-1).numpy(), seed, threshold, scale)
+        _dense.relu_dropout(_flat(h), out.view(-1).numpy(), seed, threshold, scale)
         ctx.save_for_backward(out)
         ctx.scale = scale
         return out
@@ -71,7 +67,7 @@ class _ReLUDropoutFunction(torch.autograd.Function):
     def backward(ctx, grad):
         (out,) = ctx.saved_tensors
         grad_in = torch.empty_like(out)
-        _kernels().where_positive(_flat(grad), out.view(-1).numpy(), grad_in.view(-1).numpy(), ctx.scale)
+        _dense.where_positive(_flat(grad), out.view(-1).numpy(), grad_in.view(-1).numpy(), ctx.scale)
         return grad_in, None, None, None
 
 
