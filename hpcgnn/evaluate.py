@@ -39,7 +39,13 @@ def layerwise_inference(model, graph, batch_size=10_000, feature="feat", needs_d
     model.eval()
     sampler = NeighborSampler([-1], input_degrees=needs_degrees)
     local_ids = graph.local_node_ids()
-    h = graph.ndata[feature] if inputs is None else None
+    if inputs is None:
+        table = graph.ndata[feature]
+
+        def inputs(gids):
+            return torch.from_numpy(table.gather(gids)).to(torch.float32)
+
+    h = None
     for i in range(len(model.layers)):
         width = model.layers[i].out_features
         out = DistTensor((graph.num_nodes, width), np.float32, f"layer{i}", comm=graph.comm, book=graph.book)
@@ -47,10 +53,7 @@ def layerwise_inference(model, graph, batch_size=10_000, feature="feat", needs_d
             chunk = local_ids[lo:lo + batch_size]
             batch = sampler.sample(graph, chunk)
             block = BlockTensors(batch.blocks[0], batch.input_degree)
-            if i == 0 and inputs is not None:
-                x = inputs(batch.input_gids)
-            else:
-                x = torch.from_numpy(h.gather(batch.input_gids)).to(torch.float32)
+            x = inputs(batch.input_gids) if i == 0 else torch.from_numpy(h.gather(batch.input_gids))
             out.local[lo:lo + chunk.shape[0]] = model.layer_forward(i, block, x).numpy()
         out.barrier()
         if i > 0:
