@@ -73,8 +73,8 @@ def alltoallv_gather(comm, book, local, gids, MPI):
 
 
 def worker(args):
-    from hpcgnn.comm import mpi, world
-    from hpcgnn.dist_tensor import DistTensor
+    from hpcgnn.runtime.comm import mpi, world
+    from hpcgnn.store.dist_tensor import DistTensor
 
     MPI = mpi()
     comm = world()
@@ -86,7 +86,7 @@ def worker(args):
 
     bounds = np.arange(comm.size + 1) * num_rows // comm.size
     tensor_range = (int(bounds[comm.rank]), int(bounds[comm.rank + 1]))
-    from hpcgnn.partition_book import PartitionBook
+    from hpcgnn.store.partition_book import PartitionBook
 
     book = PartitionBook(bounds)
     tensor = DistTensor((num_rows, cols), np.float32, "bench", comm=comm, book=book, local_data=fill)

@@ -23,7 +23,7 @@ from dgl_standalone_memory import memory  # noqa: E402
 
 def worker(path):
     from hpcgnn import DistGraph
-    from hpcgnn.comm import world
+    from hpcgnn.runtime.comm import world
 
     comm = world()
     with DistGraph(path, comm) as graph:

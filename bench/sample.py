@@ -40,8 +40,8 @@ def measure(run_batches, repeats, batches, warmup):
 
 def worker(path, mode, repeats, batches, warmup, batch_size):
     from hpcgnn import DistGraph, NeighborSampler, NodeDataLoader, node_split
-    from hpcgnn.allocator import keep_heap_memory
-    from hpcgnn.comm import mpi, world
+    from hpcgnn.runtime.allocator import keep_heap_memory
+    from hpcgnn.runtime.comm import mpi, world
 
     keep_heap_memory()  # as hpcgnn.train does
     MPI = mpi()
@@ -74,15 +74,15 @@ def worker(path, mode, repeats, batches, warmup, batch_size):
             for i, batch in enumerate(iterator):
                 if i == warm:
                     t0 = time.perf_counter()
-                    loader.timings = {"sample_s": 0.0, "gather_s": 0.0}
+                    gathered_before = loader.stats.gather_s
                 if i >= warm:
                     edges += batch.num_sampled_edges
                     count += 1
             seconds = time.perf_counter() - t0
             out = {"seeds_per_s": count * batch_size / seconds, "edges_per_s": edges / seconds,
-                   "gather_ms": 1e3 * loader.timings["gather_s"] / count}
+                   "gather_ms": 1e3 * (loader.stats.gather_s - gathered_before) / count}
             if prefetch:
-                out["wait_ms"] = 1e3 * iterator.wait_s / (count + warm)
+                out["wait_ms"] = 1e3 * loader.stats.wait_s / (count + warm)
             return out
         return run
 

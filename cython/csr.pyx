@@ -14,6 +14,10 @@ from libcpp.pair cimport pair
 from libcpp.vector cimport vector
 
 
+cdef extern from "splitmix64.h" nogil:
+    uint64_t hpcgnn_mix64(uint64_t z)
+
+
 def coo_to_csr(const int64_t[::1] rows, const int64_t[::1] cols, int64_t num_rows):
     """Local. Stable counting sort of the pairs (rows[i], cols[i]) by row.
 
@@ -161,10 +165,7 @@ def drop_diagonal(const int64_t[::1] indptr, const int64_t[::1] indices):
 
 cdef inline double _pair_uniform(uint64_t lo, uint64_t hi, uint64_t seed) noexcept nogil:
     # splitmix64 of the unordered pair: the same draw from both endpoints' rows
-    cdef uint64_t z = lo * 0x9E3779B97F4A7C15ULL + hi + seed * 0xD1B54A32D192ED03ULL
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL
-    z = z ^ (z >> 31)
+    cdef uint64_t z = hpcgnn_mix64(lo * 0x9E3779B97F4A7C15ULL + hi + seed * 0xD1B54A32D192ED03ULL)
     return <double>(z >> 11) * (1.0 / 9007199254740992.0)
 
 

@@ -6,7 +6,7 @@ Each runs as one pass over float32 memory without the GIL. Dropout masks are not
 they come from a counter-based hash of ``(seed, element index)``, so the backward pass
 recomputes the mask of the forward pass from the same ``seed``.
 
-Mask definition (reproduced by :func:`hpcgnn.nn.dropout_mask_reference`)
+Mask definition (reproduced by :func:`hpcgnn.testing.reference.dropout_mask`)
 --------------------------------------------------------------------------
 With unsigned 64-bit wrap-around arithmetic and ``mix64`` as in :mod:`hpcgnn._sample`::
 

@@ -5,17 +5,13 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "splitmix64.h"
+
 #ifdef __cplusplus
 #define HPCGNN_RESTRICT __restrict__
 #else
 #define HPCGNN_RESTRICT restrict
 #endif
-
-static inline uint64_t hpcgnn_mix64(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
 
 /* v if keep else +0.0, as a bit mask: GCC turns a ternary into a branch, which blocks vectorisation. */
 static inline float hpcgnn_select(float v, int keep) {
@@ -28,7 +24,7 @@ static inline float hpcgnn_select(float v, int keep) {
 
 /* The 16-bit draws of elements [4q, 4q + 4): see the module docstring. */
 static inline void hpcgnn_draws(uint64_t stream, int64_t q, uint16_t draws[4]) {
-    uint64_t word = hpcgnn_mix64(stream + (uint64_t)q + 0x9E3779B97F4A7C15ULL);
+    uint64_t word = hpcgnn_splitmix64(stream + (uint64_t)q);
     for (int lane = 0; lane < 4; lane++) draws[lane] = (uint16_t)(word >> (16 * lane));
 }
 

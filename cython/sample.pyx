@@ -8,8 +8,8 @@ row's first in-edge and ``degree[i]`` its length. The kernels return *positions*
 ``i``, stored in ``positions[sum(counts[:i]):sum(counts[:i+1])]``. Every kernel runs without
 the GIL, allocates its outputs up front and is deterministic for a given ``seed``.
 
-Random numbers (reproduced bit for bit by :mod:`hpcgnn.sample_reference`)
---------------------------------------------------------------------------
+Random numbers (reproduced bit for bit by :mod:`hpcgnn.testing.reference`)
+-------------------------------------------------------------------------
 All arithmetic is on unsigned 64-bit integers with wrap-around::
 
     mix64(z)      = z ^= z >> 30; z *= 0xBF58476D1CE4E5B9; z ^= z >> 27;
@@ -53,7 +53,6 @@ from libcpp.algorithm cimport nth_element, sort
 from libcpp.pair cimport pair
 from libcpp.vector cimport vector
 
-cdef uint64_t GOLDEN_GAMMA = 0x9E3779B97F4A7C15ULL
 cdef uint64_t SEED_MULTIPLIER = 0xD1B54A32D192ED03ULL
 cdef uint64_t ROW_MULTIPLIER = 0x8CB92BA72F3D8DD7ULL
 cdef double TWO_POW_MINUS_53 = 1.0 / 9007199254740992.0
@@ -61,10 +60,9 @@ cdef double TWO_POW_MINUS_53 = 1.0 / 9007199254740992.0
 cdef int64_t LINEAR_SCAN_MAX_PICKS = 16
 
 
-cdef inline uint64_t _mix64(uint64_t z) noexcept nogil:
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL
-    return z ^ (z >> 31)
+cdef extern from "splitmix64.h" nogil:
+    uint64_t hpcgnn_mix64(uint64_t z)
+    uint64_t hpcgnn_splitmix64(uint64_t x)
 
 
 cdef inline uint64_t _row_stream(uint64_t seed, uint64_t row) noexcept nogil:
@@ -72,11 +70,11 @@ cdef inline uint64_t _row_stream(uint64_t seed, uint64_t row) noexcept nogil:
 
 
 cdef inline double _uniform(uint64_t stream, uint64_t draw) noexcept nogil:
-    return <double>(_mix64(stream + draw + GOLDEN_GAMMA) >> 11) * TWO_POW_MINUS_53
+    return <double>(hpcgnn_splitmix64(stream + draw) >> 11) * TWO_POW_MINUS_53
 
 
 cdef inline double _uniform_open_at_zero(uint64_t stream, uint64_t draw) noexcept nogil:
-    return <double>((_mix64(stream + draw + GOLDEN_GAMMA) >> 11) + 1) * TWO_POW_MINUS_53
+    return <double>((hpcgnn_splitmix64(stream + draw) >> 11) + 1) * TWO_POW_MINUS_53
 
 
 cdef inline int64_t _below(uint64_t stream, uint64_t draw, int64_t bound) noexcept nogil:
@@ -395,7 +393,7 @@ def relabel(const int64_t[::1] dst_nodes, const int64_t[::1] src_gids):
     with nogil:
         for i in range(num_dst):
             gid = dst_nodes[i]
-            slot = _mix64(<uint64_t>gid) & mask
+            slot = hpcgnn_mix64(<uint64_t>gid) & mask
             while table[slot].index != -1 and table[slot].gid != gid:
                 slot = (slot + 1) & mask
             if table[slot].index != -1:
@@ -408,7 +406,7 @@ def relabel(const int64_t[::1] dst_nodes, const int64_t[::1] src_gids):
         if repeated < 0:
             for i in range(num_src):
                 gid = src_gids[i]
-                slot = _mix64(<uint64_t>gid) & mask
+                slot = hpcgnn_mix64(<uint64_t>gid) & mask
                 while table[slot].index != -1 and table[slot].gid != gid:
                     slot = (slot + 1) & mask
                 if table[slot].index == -1:

@@ -1,18 +1,44 @@
 """hpcgnn: distributed graph neural network training as one MPI program.
 
-Importing the package never initialises MPI; modules that need it import ``mpi4py.MPI``
-themselves and take ``comm`` explicitly.
+The package is laid out in the order data flows, and imports point one way only (a layer
+never imports a later one)::
+
+    runtime -> prep -> store -> graph -> sampling -> loading -> nn -> training
+
+Importing ``hpcgnn`` loads nothing else: the names below are imported on first access, so
+``import hpcgnn`` neither initialises MPI nor imports torch.
 """
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
 
-from hpcgnn.dist_graph import DistGraph, node_split  # noqa: E402
-from hpcgnn.dist_tensor import DistTensor  # noqa: E402
-from hpcgnn.embedding import DistEmbedding, SparseAdagrad, SparseAdam  # noqa: E402
-from hpcgnn.errors import InputError  # noqa: E402
-from hpcgnn.graph import Graph  # noqa: E402
-from hpcgnn.loader import NodeDataLoader  # noqa: E402
-from hpcgnn.sampler import MiniBatch, NeighborSampler  # noqa: E402
+_EXPORTS = {
+    "DistEmbedding": "hpcgnn.store.embedding",
+    "DistGraph": "hpcgnn.graph.dist_graph",
+    "DistTensor": "hpcgnn.store.dist_tensor",
+    "Graph": "hpcgnn.prep.graph",
+    "InputError": "hpcgnn.runtime.errors",
+    "MiniBatch": "hpcgnn.sampling.block",
+    "NeighborSampler": "hpcgnn.sampling.neighbor",
+    "NodeDataLoader": "hpcgnn.loading.node_loader",
+    "PartitionBook": "hpcgnn.store.partition_book",
+    "SparseAdagrad": "hpcgnn.store.sparse_optim",
+    "SparseAdam": "hpcgnn.store.sparse_optim",
+    "node_split": "hpcgnn.graph.split",
+}
 
-__all__ = ["DistEmbedding", "DistGraph", "DistTensor", "Graph", "InputError", "MiniBatch", "NeighborSampler",
-           "NodeDataLoader", "SparseAdagrad", "SparseAdam", "node_split", "__version__"]
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'hpcgnn' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__

@@ -6,11 +6,11 @@ job is aborted so no rank is left waiting.
 """
 from __future__ import annotations
 
-import functools
 import importlib
 import sys
 
-from hpcgnn.errors import InputError
+from hpcgnn import __version__
+from hpcgnn.runtime.abort import fail
 
 SUBCOMMANDS = {
     "generate": ("hpcgnn.generate", "write a synthetic graph (RMAT with communities, SBM) as .npz"),
@@ -19,30 +19,6 @@ SUBCOMMANDS = {
     "train": ("hpcgnn.train", "train a GNN: mpirun -np P hpcgnn train --data DIR ..."),
     "evaluate": ("hpcgnn.evaluate", "full-neighbourhood accuracy of a checkpoint, optional embeddings"),
 }
-
-
-def fail(prog, message, status=2):
-    """Local. Print ``prog: error: message`` and end the process (the whole MPI job if any)."""
-    print(f"{prog}: error: {message}", file=sys.stderr, flush=True)
-    mpi = sys.modules.get("mpi4py.MPI")
-    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() and mpi.COMM_WORLD.size > 1:
-        mpi.COMM_WORLD.Abort(status)
-    sys.exit(status)
-
-
-def entry_point(prog):
-    """Local. Decorate a subcommand's ``main`` so InputError becomes a one-line error exit."""
-    def wrap(fn):
-        @functools.wraps(fn)
-        def run(argv=None):
-            try:
-                return fn(argv)
-            except InputError as exc:
-                fail(prog, str(exc))
-            except KeyboardInterrupt:
-                fail(prog, "interrupted", status=130)
-        return run
-    return wrap
 
 
 def main(argv=None):
@@ -55,7 +31,6 @@ def main(argv=None):
               "subcommands:\n" + "\n".join(lines) + "\n\n'hpcgnn <subcommand> --help' describes each.")
         return 0 if argv else 2
     if argv[0] in ("-V", "--version"):
-        from hpcgnn import __version__
         print(f"hpcgnn {__version__}")
         return 0
     name, rest = argv[0], argv[1:]

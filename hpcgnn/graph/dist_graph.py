@@ -1,0 +1,247 @@
+"""``DistGraph``: rank r of an MPI job holds part r of a partitioned dataset in memory.
+
+The part's CSC (in-edges of the owned nodes), its node fields and its edge fields live in MPI
+windows, so every rank can read any node's features and any node's in-edges by global id. It
+owns the one-hop primitives every sampler is built from: :meth:`DistGraph.sample_neighbors`
+(uniform or weighted, with or without replacement, local and remote rows alike) and
+:meth:`DistGraph.in_edges`. With one part, a plain ``python script.py`` works: MPI starts as
+a world of one.
+"""
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+import h5py
+import numpy as np
+
+from hpcgnn import _csr, _sample
+from hpcgnn.prep import ondisk
+from hpcgnn.runtime.comm import node_comm, world
+from hpcgnn.runtime.errors import InputError
+from hpcgnn.runtime.resources import CollectiveResource
+from hpcgnn.store.dist_tensor import DistTensor
+from hpcgnn.store.partition_book import PartitionBook
+from hpcgnn.store.window import RowWindow, sync_windows
+
+
+class Neighbors(NamedTuple):
+    """Local. One hop of sampled in-edges, grouped by destination node (a CSR by ``counts``)."""
+
+    #: picks per destination node
+    counts: np.ndarray
+    #: global id of each picked edge's source
+    src: np.ndarray
+    #: global id of each picked edge
+    eids: np.ndarray
+    #: each destination's in-degree in the whole graph
+    degree: np.ndarray
+
+
+class DistGraph(CollectiveResource):
+    """Collective over comm. Load part ``comm.rank`` of the dataset at ``path``.
+
+    Attributes
+    ----------
+    num_nodes, num_edges : int
+    book : PartitionBook
+        Node ownership (``book.owner(gids)``, ``book.to_local(gids)``).
+    edge_book : PartitionBook
+        Edge ownership: part r stores global edge ids ``[edge_book.starts[r], edge_book.starts[r+1])``.
+    local_nodes : tuple of int
+        ``(start, end)``: the global ids this rank owns.
+    ndata, edata : dict of DistTensor
+        Node fields (``feat``, ``label``, masks, ...) and edge fields, readable by global id.
+    indptr, indices : ndarray
+        This rank's CSC: in-edges of owned node ``i`` (local) are sources
+        ``indices[indptr[i]:indptr[i+1]]`` (global ids), global edge ids
+        ``edge_book.starts[rank] + position``.
+    """
+
+    def __init__(self, path, comm=None):
+        self.comm = comm if comm is not None else world()
+        self.path = os.fspath(path)
+        self.meta = ondisk.read_meta(self.path)
+        parts = self.meta["num_parts"]
+        if parts != self.comm.size:
+            raise InputError(os.path.join(self.path, "meta.json"),
+                             f"dataset has {parts} parts but the job has {self.comm.size} ranks "
+                             f"(run it with mpirun -np {parts})", "num_parts", parts)
+        self.book = PartitionBook.from_meta(self.meta, "node")
+        self.edge_book = PartitionBook.from_meta(self.meta, "edge")
+        self.num_nodes = int(self.meta["num_nodes"])
+        self.num_edges = int(self.meta["num_edges"])
+        self.name = self.meta.get("graph_name", "graph")
+        rank = self.comm.rank
+        self.local_nodes = self.book.part_range(rank)
+        self.local_edges = self.edge_book.part_range(rank)
+        n_local = self.local_nodes[1] - self.local_nodes[0]
+        e_local = self.local_edges[1] - self.local_edges[0]
+        self._ncomm = node_comm(self.comm)
+        part_file = ondisk.part_path(self.path, self.meta, rank)
+        with h5py.File(part_file, "r") as h5:
+            self._check_part(h5, part_file, n_local, e_local)
+            # indptr rows: n_local + 1 per rank, so reading rows lid and lid + 1 gives a degree
+            self._indptr_win = RowWindow(self.comm, n_local + 1, (), np.int64, ncomm=self._ncomm)
+            h5["indptr"].read_direct(self._indptr_win.local)
+            self._indices_win = RowWindow(self.comm, e_local, (), h5["indices"].dtype, ncomm=self._ncomm)
+            if e_local:
+                h5["indices"].read_direct(self._indices_win.local)
+            self.orig_id = h5["orig_id"][()]
+            self.ndata = {name: self._field(h5, name, (self.num_nodes, *spec["shape"]), spec["dtype"], self.book)
+                          for name, spec in self.meta["node_fields"].items()}
+            self.edata = {name: self._field(h5, ondisk.EDGE_PREFIX + name, (self.num_edges, *spec["shape"]),
+                                            spec["dtype"], self.edge_book)
+                          for name, spec in self.meta.get("edge_fields", {}).items()}
+        sync_windows(self.comm, [self._indptr_win, self._indices_win])
+
+    def _check_part(self, h5, part_file, n_local, e_local):
+        for key, want in (("node_start", self.local_nodes[0]), ("node_end", self.local_nodes[1]),
+                          ("edge_start", self.local_edges[0])):
+            if int(h5.attrs.get(key, -1)) != want:
+                raise InputError(part_file, "part file does not match meta.json", key, h5.attrs.get(key))
+        if h5["indptr"].shape != (n_local + 1,) or h5["indices"].shape != (e_local,):
+            raise InputError(part_file, "CSC arrays do not match meta.json", "indptr", h5["indptr"].shape)
+
+    def _field(self, h5, key, shape, dtype, book):
+        def fill(out):
+            if out.size:
+                h5[key].read_direct(out)
+        return DistTensor(shape, np.dtype(dtype), name=key, comm=self.comm, book=book, local_data=fill)
+
+    # ------------------------------------------------------------ local view
+    @property
+    def indptr(self) -> np.ndarray:
+        """This rank's CSC offsets (``num_local_nodes + 1``), read-only by convention."""
+        return self._indptr_win.local
+
+    @property
+    def indices(self) -> np.ndarray:
+        """This rank's CSC sources (global ids), read-only by convention."""
+        return self._indices_win.local
+
+    @property
+    def num_parts(self) -> int:
+        return self.book.num_parts
+
+    def local_node_ids(self) -> np.ndarray:
+        """Local. Global ids owned by this rank."""
+        return np.arange(*self.local_nodes, dtype=np.int64)
+
+    # ------------------------------------------------------- any rank's rows
+    def in_degrees(self, gids) -> np.ndarray:
+        """Local. In-degree of any nodes (remote ones read through the windows)."""
+        return self.in_edge_ranges(np.asarray(gids, dtype=np.int64))[1]
+
+    def in_edge_ranges(self, gids):
+        """Local. Where each node's in-edges sit in its owner's CSC: ``(begin, degree, owners)``.
+
+        Node ``gids[i]``'s in-edges are positions ``begin[i]:begin[i] + degree[i]`` of rank
+        ``owners[i]``'s CSC; ``owners`` is None when every node is this rank's own (then no
+        window is read). Offsets of remote nodes come through the windows, two per node.
+        """
+        gids = np.asarray(gids, dtype=np.int64)
+        start, end = self.local_nodes
+        if gids.shape[0] == 0 or (int(gids.min()) >= start and int(gids.max()) < end):
+            lids = gids - start if start else gids
+            begin = self.indptr[lids]
+            return begin, self.indptr[lids + 1] - begin, None
+        owners = self.book.owner(gids)
+        local = owners == self.comm.rank
+        begin = np.empty(gids.shape[0], dtype=np.int64)
+        degree = np.empty(gids.shape[0], dtype=np.int64)
+        lids = gids[local] - start
+        begin[local] = self.indptr[lids]
+        degree[local] = self.indptr[lids + 1] - begin[local]
+        remote = np.flatnonzero(~local)
+        remote_owners = owners[remote]
+        remote_lids = gids[remote] - self.book.starts[remote_owners]
+        both = np.empty(2 * remote.shape[0], dtype=np.int64)
+        self._indptr_win.read(np.repeat(remote_owners, 2),
+                              np.stack([remote_lids, remote_lids + 1], axis=1).reshape(-1), both)
+        begin[remote] = both[0::2]
+        degree[remote] = both[1::2] - both[0::2]
+        return begin, degree, owners
+
+    def edges_at(self, owners, counts, positions):
+        """Local. ``(src_gids, eids)`` of CSC ``positions``, grouped by node as ``counts`` says.
+
+        ``owners`` (per node, or None for all local) comes from :meth:`in_edge_ranges`; sources
+        of remote nodes are read through the windows, one request per owner.
+        """
+        if owners is None:
+            return self.indices[positions].astype(np.int64, copy=False), positions + self.local_edges[0]
+        edge_owner = np.repeat(owners, counts)
+        src = np.empty(positions.shape[0], dtype=np.int64)
+        mine = edge_owner == self.comm.rank
+        src[mine] = self.indices[positions[mine]]
+        if not mine.all():
+            theirs = np.flatnonzero(~mine)
+            remote = np.empty(theirs.shape[0], dtype=self._indices_win.dtype)
+            src[theirs] = self._indices_win.read(edge_owner[theirs], positions[theirs], remote)
+        return src, self.edge_book.starts[edge_owner] + positions
+
+    def sample_neighbors(self, seeds, fanout, replace=False, prob=None, seed=0) -> Neighbors:
+        """Local. Pick ``fanout`` in-neighbours of every node in ``seeds`` (any owner).
+
+        Parameters
+        ----------
+        seeds : array of int64
+            Global ids (repeats allowed).
+        fanout : int
+            Picks per node; -1 takes every in-edge (every positive-weight one when weighted).
+        replace : bool
+            Pick with replacement.
+        prob : str, optional
+            Name of an edge field holding non-negative sampling weights.
+        seed : int
+            Seed of the counter-based streams (see :mod:`hpcgnn._sample`): the same seed and
+            seeds give the same picks on any number of ranks.
+        """
+        begin, degree, owners = self.in_edge_ranges(seeds)
+        if prob is None:
+            counts, positions = _sample.sample_positions(begin, degree, fanout, replace, seed)
+        else:
+            counts, positions = _sample.sample_positions_weighted(
+                begin, degree, self._candidate_weights(prob, begin, degree, owners), fanout, replace, seed)
+        src, eids = self.edges_at(owners, counts, positions)
+        return Neighbors(counts, src, eids, degree)
+
+    def _candidate_weights(self, prob, begin, degree, owners):
+        """Every candidate in-edge's weight, node after node (remote rows through the window)."""
+        positions = _csr.expand_ranges(begin, degree)
+        owners = np.full(begin.shape[0], self.comm.rank, dtype=np.int64) if owners is None else owners
+        eids = self.edge_book.starts[np.repeat(owners, degree)] + positions
+        return self.edata[prob].gather(eids).astype(np.float64, copy=False).reshape(-1)
+
+    def in_edges(self, gids):
+        """Local. All in-edges of any nodes: ``(offsets, src_gids, eids)`` in CSR form over ``gids``.
+
+        Edges of node ``gids[i]`` are ``offsets[i]:offsets[i+1]``; ``eids`` are global edge ids.
+        """
+        begin, degree, owners = self.in_edge_ranges(gids)
+        src, eids = self.edges_at(owners, degree, _csr.expand_ranges(begin, degree))
+        offsets = np.zeros(degree.shape[0] + 1, dtype=np.int64)
+        np.cumsum(degree, out=offsets[1:])
+        return offsets, src, eids
+
+    # -------------------------------------------------------------- lifetime
+    def barrier(self):
+        """Collective over comm. Complete every rank's writes to the graph's fields (``ndata``,
+        ``edata``) and make them visible to every rank, as :meth:`DistTensor.barrier` does for one."""
+        tensors = list(self.ndata.values()) + list(self.edata.values())
+        sync_windows(self.comm, [t.window for t in tensors] + [self._indptr_win, self._indices_win])
+
+    def close(self):
+        """Collective over comm. Free every window of the graph and its fields."""
+        for tensor in list(self.ndata.values()) + list(self.edata.values()):
+            tensor.close()
+        self._indices_win.close()
+        self._indptr_win.close()
+        self._ncomm.Free()
+        self.ndata, self.edata = {}, {}
+
+
+    def __repr__(self):
+        return (f"DistGraph({self.name!r}, nodes={self.num_nodes:,}, edges={self.num_edges:,}, "
+                f"parts={self.num_parts}, rank={self.comm.rank}, local_nodes={self.local_nodes})")

@@ -1,0 +1,126 @@
+"""Batches prepared ahead on a background thread, and the timings a loader reports.
+
+The producer thread runs ``produce(job)`` for each job into a bounded queue; an exception on
+it is re-raised in the consumer's thread, and ``close()`` (also on an early ``break``) stops
+and joins it. MPI is initialised with thread level MULTIPLE, so the producer may read remote
+rows while the consumer computes.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from dataclasses import dataclass
+
+THREAD_NAME = "hpcgnn-prefetch"
+_DONE = object()
+
+
+@dataclass
+class LoaderStats:
+    """Local. Seconds a loader spent in the last epoch, by phase.
+
+    ``sample_s`` and ``gather_s`` are spent wherever batches are made (the prefetch thread when
+    there is one); ``wait_s`` is what the consumer waited for them, ``batches`` how many it got.
+    """
+
+    sample_s: float = 0.0
+    gather_s: float = 0.0
+    wait_s: float = 0.0
+    batches: int = 0
+
+    def reset(self):
+        """Local. Zero every counter (a loader does so at the start of each epoch)."""
+        self.sample_s = self.gather_s = self.wait_s = 0.0
+        self.batches = 0
+
+
+class InlineIterator:
+    """Local. Batches made in the caller's thread, one per ``next``."""
+
+    def __init__(self, produce, jobs, stats: LoaderStats):
+        self._jobs = iter(jobs)
+        self._produce, self._stats = produce, stats
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        item = self._produce(next(self._jobs))
+        self._stats.batches += 1
+        return item
+
+    def close(self):
+        """Local. Nothing runs in the background: forget the remaining jobs."""
+        self._jobs = iter(())
+
+
+class PrefetchIterator:
+    """Local. Runs ``produce(job)`` for every job on a daemon thread, ``depth`` batches ahead."""
+
+    def __init__(self, produce, jobs, depth, stats: LoaderStats):
+        self._queue = queue.Queue(maxsize=depth)
+        self._stop = threading.Event()
+        self._remaining = len(jobs)
+        self._stats = stats
+        self._thread = threading.Thread(target=self._run, args=(produce, jobs), daemon=True, name=THREAD_NAME)
+        self._thread.start()
+
+    def _run(self, produce, jobs):
+        try:
+            for job in jobs:
+                if self._stop.is_set():
+                    return
+                self._put(produce(job))
+            self._put(_DONE)
+        except BaseException as exc:  # handed to the consumer, which raises it in its own thread
+            self._put(exc)
+
+    def _put(self, item):
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._remaining == 0 and not self._thread.is_alive() and self._queue.empty():
+            raise StopIteration
+        t0 = time.perf_counter()
+        item = self._queue.get()
+        self._stats.wait_s += time.perf_counter() - t0
+        if item is _DONE:
+            self.close()
+            raise StopIteration
+        if isinstance(item, BaseException):
+            self.close()
+            raise item
+        self._remaining -= 1
+        self._stats.batches += 1
+        return item
+
+    def close(self):
+        """Local. Stop the producer thread and wait for it (also on an early ``break``)."""
+        self._stop.set()
+        while self._thread.is_alive():
+            try:
+                self._queue.get(timeout=0.05)
+            except queue.Empty:
+                pass
+        self._thread.join()
+
+    def __del__(self):
+        if hasattr(self, "_stop"):
+            self._stop.set()
+
+
+def iterate(produce, jobs, depth, stats: LoaderStats):
+    """Local. An iterator over ``produce(job)`` for every job: on a thread ``depth`` ahead, or
+    in the caller's thread when ``depth`` is 0. Both have ``close()``."""
+    if depth <= 0:
+        return InlineIterator(produce, jobs, stats)
+    return PrefetchIterator(produce, jobs, depth, stats)

@@ -1,0 +1,104 @@
+"""Graph convolutions on one block: GraphSAGE, GCN and GAT layers.
+
+A block is a bipartite graph from ``num_src`` source nodes to ``num_dst`` destination nodes,
+the destinations being the first ``num_dst`` sources; every layer maps source rows to one row
+per destination.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from hpcgnn.nn.block import BlockTensors
+from hpcgnn.nn.dropout import Dropout
+
+
+class SAGEConv(nn.Module):
+    """GraphSAGE layer: ``W_self h_v + W_neigh mean(h_u)`` ('mean'), or
+    ``W (h_v + sum h_u) / (deg + 1)`` ('gcn')."""
+
+    def __init__(self, in_dim, out_dim, aggregator="mean"):
+        super().__init__()
+        if aggregator not in ("mean", "gcn"):
+            raise ValueError(f"unknown SAGE aggregator {aggregator!r} (mean, gcn)")
+        self.aggregator = aggregator
+        self.fc_neigh = nn.Linear(in_dim, out_dim, bias=aggregator == "gcn")
+        self.fc_self = nn.Linear(in_dim, out_dim) if aggregator == "mean" else None
+        self.out_features = out_dim
+
+    def forward(self, block: BlockTensors, h_src):
+        h_dst = h_src[: block.num_dst]
+        # the linear map commutes with the average: apply it on the narrower side
+        shrink = self.fc_neigh.in_features > self.fc_neigh.out_features
+        if self.aggregator == "mean":
+            if shrink and self.out_features > 32:
+                return self.fc_self(h_dst) + block.mean_neighbours(self.fc_neigh(h_src))
+            if shrink:
+                # narrow output (memory-bound GEMMs): one GEMM over all sources for both maps, so the
+                # backward pass writes the wide input gradient once (not once per map plus a
+                # zero-filled slice gradient); the self map's extra rows cost little at this width
+                out_dim = self.out_features
+                z = F.linear(h_src, torch.cat([self.fc_neigh.weight, self.fc_self.weight], dim=0))
+                return block.mean_neighbours(z[:, :out_dim]) + z[: block.num_dst, out_dim:] + self.fc_self.bias
+            # one GEMM over [h_dst, mean] instead of two with half the inner dimension
+            weight = torch.cat([self.fc_self.weight, self.fc_neigh.weight], dim=1)
+            return F.linear(torch.cat([h_dst, block.mean_neighbours(h_src)], dim=1), weight, self.fc_self.bias)
+        scale = (block.in_degree + 1).unsqueeze(-1)
+        if shrink:
+            z = h_src @ self.fc_neigh.weight.t()
+            return (block.sum_neighbours(z) + z[: block.num_dst]) / scale + self.fc_neigh.bias
+        return self.fc_neigh((block.sum_neighbours(h_src) + h_dst) / scale)
+
+
+class GraphConv(nn.Module):
+    """Kipf-Welling GCN layer with self loops: ``D^-1/2 (A + I) D^-1/2 H W`` (graph degrees)."""
+
+    def __init__(self, in_dim, out_dim):
+        super().__init__()
+        self.linear = nn.Linear(in_dim, out_dim)
+        self.out_features = out_dim
+
+    def forward(self, block: BlockTensors, h_src):
+        norm_src = (block.src_graph_degree + 1).rsqrt()
+        norm_dst = (block.dst_graph_degree + 1).rsqrt()
+        h = h_src @ self.linear.weight.t()
+        scaled = h * norm_src.unsqueeze(-1)
+        total = block.sum_neighbours(scaled) + scaled[: block.num_dst]
+        return total * norm_dst.unsqueeze(-1) + self.linear.bias
+
+
+class GATConv(nn.Module):
+    """Multi-head graph attention (Velickovic et al.), attention softmax over each node's
+    sampled in-edges plus itself."""
+
+    def __init__(self, in_dim, out_dim, heads=4, negative_slope=0.2, attn_dropout=0.0):
+        super().__init__()
+        self.heads, self.out_dim = heads, out_dim
+        self.out_features = heads * out_dim
+        self.linear = nn.Linear(in_dim, heads * out_dim, bias=False)
+        self.attn_src = nn.Parameter(torch.empty(heads, out_dim))
+        self.attn_dst = nn.Parameter(torch.empty(heads, out_dim))
+        self.bias = nn.Parameter(torch.zeros(heads * out_dim))
+        self.negative_slope = negative_slope
+        self.attn_dropout = Dropout(attn_dropout)
+        nn.init.xavier_uniform_(self.linear.weight, gain=nn.init.calculate_gain("relu"))
+        nn.init.xavier_uniform_(self.attn_src, gain=nn.init.calculate_gain("relu"))
+        nn.init.xavier_uniform_(self.attn_dst, gain=nn.init.calculate_gain("relu"))
+
+    def forward(self, block: BlockTensors, h_src):
+        z = self.linear(h_src).view(-1, self.heads, self.out_dim)
+        score_src = (z * self.attn_src).sum(-1)                   # [num_src, heads]
+        score_dst = (z[: block.num_dst] * self.attn_dst).sum(-1)  # [num_dst, heads]
+        loops = torch.arange(block.num_dst)
+        src = torch.cat([block.src, loops])
+        dst = torch.cat([block.dst, loops])
+        logits = F.leaky_relu(score_src[src] + score_dst[dst], self.negative_slope)
+        peak = torch.full((block.num_dst, self.heads), float("-inf")).scatter_reduce(
+            0, dst.unsqueeze(-1).expand_as(logits), logits, reduce="amax", include_self=True)
+        weights = torch.exp(logits - peak[dst])
+        total = torch.zeros(block.num_dst, self.heads).index_add_(0, dst, weights)
+        alpha = self.attn_dropout(weights / total[dst])
+        out = torch.zeros(block.num_dst, self.heads, self.out_dim).index_add_(
+            0, dst, z[src] * alpha.unsqueeze(-1))
+        return out.reshape(block.num_dst, -1) + self.bias

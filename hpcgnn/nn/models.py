@@ -1,0 +1,86 @@
+"""GNN models on blocks: a stack of convolutions with activation, normalisation and dropout.
+
+Every model takes ``(blocks, x)`` with ``x`` the features of the first block's sources and
+returns one row per destination of the last block; ``layer_forward`` runs one layer alone (for
+layer-wise inference). A model declares what its blocks must carry: ``needs_degrees`` asks the
+sampler for graph in-degrees (GCN's symmetric normalisation).
+"""
+from __future__ import annotations
+
+from torch import nn
+from torch.nn import functional as F
+
+from hpcgnn.nn.block import as_block_tensors
+from hpcgnn.nn.conv import GATConv, GraphConv, SAGEConv
+from hpcgnn.nn.dropout import Dropout
+
+
+class LayerStack(nn.Module):
+    """Layers applied block by block with activation, normalisation and dropout between them."""
+
+    #: the sampler must read graph in-degrees of the input nodes (``MiniBatch.input_degree``)
+    needs_degrees = False
+
+    def __init__(self, layers, hidden_dims, dropout, norm, input_dropout=0.0):
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+        self.dropout = Dropout(dropout)
+        self.relu_dropout = Dropout(dropout, relu=True)
+        self.input_dropout = Dropout(input_dropout)
+        if norm not in (None, "none", "batch", "layer"):
+            raise ValueError(f"unknown norm {norm!r} (none, batch, layer)")
+        make = {"batch": nn.BatchNorm1d, "layer": nn.LayerNorm}.get(norm)
+        self.norms = nn.ModuleList([make(d) for d in hidden_dims]) if make else None
+
+    def forward(self, blocks, x, input_degree=None):
+        blocks = as_block_tensors(blocks, input_degree)
+        h = self.input_dropout(x)
+        for i, (layer, block) in enumerate(zip(self.layers, blocks)):
+            h = layer(block, h)
+            if i < len(self.layers) - 1:
+                if self.norms is not None:
+                    h = self.norms[i](h)
+                h = self.dropout(F.elu(h)) if isinstance(layer, GATConv) else self.relu_dropout(h)
+        return h
+
+    def layer_forward(self, i, block, h):
+        """Local. Layer ``i`` alone, with what follows it (for layer-wise inference)."""
+        h = self.layers[i](block, h)
+        if i < len(self.layers) - 1:
+            if self.norms is not None:
+                h = self.norms[i](h)
+            h = F.relu(h) if not isinstance(self.layers[i], GATConv) else F.elu(h)
+        return h
+
+
+class SAGE(LayerStack):
+    """GraphSAGE: ``num_layers`` SAGEConv layers (aggregator 'mean' or 'gcn')."""
+
+    def __init__(self, in_dim, hidden, out_dim, num_layers=2, aggregator="mean", dropout=0.5, norm=None,
+                 input_dropout=0.0):
+        dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
+        super().__init__([SAGEConv(a, b, aggregator) for a, b in zip(dims, dims[1:])], dims[1:-1], dropout, norm,
+                         input_dropout)
+
+
+class GCN(LayerStack):
+    """GCN: ``num_layers`` GraphConv layers with symmetric normalisation and self loops."""
+
+    needs_degrees = True
+
+    def __init__(self, in_dim, hidden, out_dim, num_layers=2, dropout=0.5, norm=None, input_dropout=0.0):
+        dims = [in_dim] + [hidden] * (num_layers - 1) + [out_dim]
+        super().__init__([GraphConv(a, b) for a, b in zip(dims, dims[1:])], dims[1:-1], dropout, norm, input_dropout)
+
+
+class GAT(LayerStack):
+    """GAT: hidden layers concatenate ``heads`` heads; the output layer averages one head per class."""
+
+    def __init__(self, in_dim, hidden, out_dim, num_layers=2, heads=4, dropout=0.5, attn_dropout=0.0, norm=None,
+                 input_dropout=0.0):
+        layers, dim = [], in_dim
+        for _ in range(num_layers - 1):
+            layers.append(GATConv(dim, hidden, heads, attn_dropout=attn_dropout))
+            dim = hidden * heads
+        layers.append(GATConv(dim, out_dim, 1, attn_dropout=attn_dropout))
+        super().__init__(layers, [hidden * heads] * (num_layers - 1), dropout, norm, input_dropout)

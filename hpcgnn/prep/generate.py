@@ -1,0 +1,534 @@
+"""Synthetic node-classification graphs: RMAT with planted communities, and a stochastic block model.
+
+Both generators return a :class:`hpcgnn.graph.Graph` with unique directed edges (no self loops), int64
+``label``, float32 ``feat`` = ``feat_signal * centroid[label] + N(0, 1)`` noise and boolean
+``train_mask`` / ``val_mask`` / ``test_mask``. Node ids are randomly permuted, so an id says
+nothing about degree or class, and edges come sorted by (src, dst).
+
+Every random draw comes from a stream keyed by ``(seed, purpose, block index)``: RMAT edges in
+blocks of ``_EDGE_BLOCK`` raw edges, features in blocks of ``_NODE_BLOCK`` rows. A graph is
+therefore the same bit for bit for a seed whatever ``chunk_edges`` is; the chunk only sets how
+many blocks are vectorised together, i.e. the working memory.
+
+Command line: ``hpcgnn generate rmat|sbm ...`` or ``python -m hpcgnn.generate rmat|sbm ...``.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import os
+import time
+
+import numpy as np
+
+from hpcgnn.prep.graph import Graph
+from hpcgnn.prep.read.npz import write_npz
+from hpcgnn.runtime.abort import entry_point
+from hpcgnn.runtime.errors import InputError
+
+RMAT_PROBS = (0.57, 0.19, 0.19, 0.05)  # quadrants a, b, c, d: (src bit, dst bit) = 00, 01, 10, 11
+MAX_NODES = 2**31 - 1  # keeps (src * N + dst) * 2 + flag inside int64
+_EDGE_BLOCK = 1 << 16
+_NODE_BLOCK = 1 << 14
+_TOPUP_ROUNDS = 12
+_STRATIFIED_ROUNDS = 3
+_MIN_YIELD = 0.02  # below this many new unique edges per raw edge, RMAT cannot reach the count
+_LABELS, _PERM, _CENTROIDS, _FEATURES, _MASKS, _EDGES, _SUBSET, _SBM = range(8)
+
+
+def _stream(seed, *key):
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=key))
+
+
+# ----------------------------------------------------------------------------------------- checks
+
+def _check_int(name, value, low, high=None):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise InputError(None, "must be an integer", name, value)
+    if value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise InputError(None, f"must be {bound}", name, value)
+    return int(value)
+
+
+def _check_real(name, value, low, high=None):
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise InputError(None, "must be a number", name, value) from None
+    if not math.isfinite(value) or value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise InputError(None, f"must be a finite number {bound}", name, value)
+    return value
+
+
+def _check_common(num_nodes, num_classes, homophily, feat_dim, feat_signal, fractions, seed):
+    num_nodes = _check_int("num_nodes", num_nodes, 1, MAX_NODES)
+    num_classes = _check_int("num_classes", num_classes, 1, num_nodes)
+    homophily = _check_real("homophily", homophily, 0.0, 1.0)
+    feat_dim = _check_int("feat_dim", feat_dim, 1)
+    feat_signal = _check_real("feat_signal", feat_signal, 0.0)
+    _check_int("seed", seed, 0)
+    try:
+        fractions = tuple(float(f) for f in fractions)
+    except (TypeError, ValueError):
+        raise InputError(None, "must be three numbers (train, val, test)", "fractions", fractions) from None
+    if (len(fractions) != 3 or not all(math.isfinite(f) and f >= 0 for f in fractions)
+            or sum(fractions) > 1 + 1e-9):
+        raise InputError(None, "must be three numbers >= 0 (train, val, test) summing to at most 1",
+                         "fractions", fractions)
+    return num_nodes, num_classes, homophily, feat_dim, feat_signal, fractions
+
+
+# ------------------------------------------------------------------------------------ node fields
+
+def _node_fields(labels, num_classes, feat_dim, feat_signal, fractions, seed):
+    """Features block by block (each block its own stream), labels and split masks."""
+    num_nodes = labels.shape[0]
+    centroids = (feat_signal * _stream(seed, _CENTROIDS).standard_normal((num_classes, feat_dim)))
+    centroids = centroids.astype(np.float32)
+    feat = np.empty((num_nodes, feat_dim), dtype=np.float32)
+    for block, lo in enumerate(range(0, num_nodes, _NODE_BLOCK)):
+        rows = feat[lo:lo + _NODE_BLOCK]
+        _stream(seed, _FEATURES, block).standard_normal(rows.shape, dtype=np.float32, out=rows)
+        rows += centroids[labels[lo:lo + _NODE_BLOCK]]
+    order = _stream(seed, _MASKS).permutation(num_nodes)
+    bounds = np.minimum(np.round(np.cumsum((0.0,) + fractions) * num_nodes).astype(np.int64), num_nodes)
+    ndata = {"feat": feat, "label": labels}
+    for name, lo, hi in zip(("train_mask", "val_mask", "test_mask"), bounds[:-1], bounds[1:]):
+        mask = np.zeros(num_nodes, dtype=bool)
+        mask[order[lo:hi]] = True
+        ndata[name] = mask
+    return ndata
+
+
+# ------------------------------------------------------------------------------------------- RMAT
+
+def _quadrant_tables(levels):
+    """Tables turning one uniform 16-bit word into ``levels`` RMAT levels of src and dst bits."""
+    outcomes = np.array(list(itertools.product(range(4), repeat=levels)), dtype=np.int64)
+    exact = np.prod(np.asarray(RMAT_PROBS)[outcomes], axis=1) * 65536
+    counts = np.floor(exact).astype(np.int64)
+    # largest-remainder rounding keeps each outcome within 1/65536 of its probability
+    counts[np.argsort(counts - exact, kind="stable")[:65536 - counts.sum()]] += 1
+    weights = 1 << np.arange(levels - 1, -1, -1)
+    src_bits = ((outcomes >> 1) * weights).sum(axis=1).astype(np.uint8)
+    dst_bits = ((outcomes & 1) * weights).sum(axis=1).astype(np.uint8)
+    return levels, np.repeat(src_bits, counts), np.repeat(dst_bits, counts)
+
+
+def _rmat_in_weight(num_nodes, scale):
+    """Expected RMAT in-degree of each node (up to a constant), after the id scaling."""
+    ratio = (RMAT_PROBS[1] + RMAT_PROBS[3]) / (RMAT_PROBS[0] + RMAT_PROBS[2])
+    nodes = np.arange(num_nodes + 1, dtype=np.int64)
+    first_raw = -(-(nodes << scale) // num_nodes)  # smallest raw id with floor(r * N / 2^s) == node
+    weight = ratio ** np.bitwise_count(first_raw[:-1]).astype(np.float64)
+    has_second = np.flatnonzero(first_raw[1:] - first_raw[:-1] == 2)
+    weight[has_second] += ratio ** np.bitwise_count(first_raw[has_second] + 1).astype(np.float64)
+    return weight
+
+
+class _ClassPeers:
+    """Nodes of each class ordered by expected in-degree, to move an edge end into another class.
+
+    A node at relative popularity rank q in its own class maps to the node at the same relative
+    rank in the target class, so redirected edges still favour hubs and the tail stays heavy.
+    """
+
+    def __init__(self, labels, weight, num_classes):
+        # narrow dtypes: these are gathered at random once per edge, so cache footprint is speed
+        labels = labels.astype(np.min_scalar_type(-num_classes))
+        by_popularity = np.argsort(-weight, kind="stable").astype(np.int32)
+        self.members = by_popularity[np.argsort(labels[by_popularity], kind="stable")]
+        self.size = np.bincount(labels, minlength=num_classes).astype(np.int64)
+        self.start = np.concatenate(([0], np.cumsum(self.size)[:-1]))
+        self.rank = np.empty(labels.shape[0], dtype=np.int32)
+        self.rank[self.members] = np.arange(labels.shape[0]) - self.start[labels[self.members]]
+        self.labels = labels
+
+    def move(self, nodes, sources):
+        """Peers of ``nodes`` in the classes of ``sources``, never the source itself if avoidable."""
+        target_class = self.labels[sources]
+        target_size = self.size[target_class]
+        target_rank = self.rank[nodes] * target_size // self.size[self.labels[nodes]]
+        peers = self.members[self.start[target_class] + target_rank]
+        # hub-to-hub edges are the most frequent, and a hub's peer in its own class is itself;
+        # dropping those self loops would lose planted edges, so take the next-ranked peer
+        clash = np.flatnonzero(peers == sources)
+        target_rank = (target_rank[clash] + 1) % target_size[clash]
+        peers[clash] = self.members[self.start[target_class[clash]] + target_rank]
+        return peers
+
+
+def _rmat_chunk_keys(blocks, spec):
+    """Edge keys ``(src * N + dst) * 2 + is_inter`` of the given raw-edge blocks, plus counts.
+
+    Returns (keys, non-loop edges drawn, intra-class non-loop edges drawn).
+    """
+    num_nodes, scale, homophily, word_tables, peers, perm, seed = spec
+    size = len(blocks) * _EDGE_BLOCK
+    src = np.zeros(size, dtype=np.uint32)  # scale <= 31 bits
+    dst = np.zeros(size, dtype=np.uint32)
+    redirect = np.empty(size, dtype=bool)
+    for i, block in enumerate(blocks):
+        rng = _stream(seed, _EDGES, block)
+        words = rng.integers(0, 1 << 64, size=len(word_tables) * _EDGE_BLOCK // 4, dtype=np.uint64)
+        words = words.view(np.uint16).reshape(len(word_tables), _EDGE_BLOCK)
+        part = slice(i * _EDGE_BLOCK, (i + 1) * _EDGE_BLOCK)
+        block_src, block_dst = src[part], dst[part]
+        for word, (levels, src_table, dst_table) in zip(words, word_tables):
+            block_src <<= levels
+            block_src |= src_table[word]
+            block_dst <<= levels
+            block_dst |= dst_table[word]
+        redirect[part] = rng.random(_EDGE_BLOCK) < homophily
+    # floor(r * N / 2^s): scaling rather than folding keeps the RMAT skew over all N nodes
+    src = (src.astype(np.int64) * num_nodes) >> scale
+    dst = (dst.astype(np.int64) * num_nodes) >> scale
+    moved = np.flatnonzero(redirect)
+    dst[moved] = peers.move(dst[moved], src[moved])
+    keep = src != dst
+    src, dst = src[keep], dst[keep]
+    is_inter = peers.labels[src] != peers.labels[dst]
+    keys = perm[src]
+    keys *= num_nodes
+    keys += perm[dst]
+    keys *= 2
+    keys += is_inter
+    return keys, keys.shape[0], keys.shape[0] - int(np.count_nonzero(is_inter))
+
+
+def _sort_unique(values):
+    """Sorted distinct values; sorts ``values`` in place (np.unique's hashing is slower here)."""
+    values.sort()
+    first_of_run = np.empty(values.shape[0], dtype=bool)
+    first_of_run[:1] = True
+    np.not_equal(values[1:], values[:-1], out=first_of_run[1:])
+    return values[first_of_run]
+
+
+def _rmat_unique_keys(num_edges, chunk_edges, spec):
+    """Draw raw edges in rounds until both intra- and inter-class edges have enough unique keys.
+
+    Dedup would otherwise eat more intra-class edges (fewer candidate pairs, more collisions)
+    and pull the edge homophily below what was drawn; keeping the drawn intra fraction exact
+    among the kept edges avoids that. Returns (sorted unique keys, intra-class edges to keep).
+    """
+    chunk_blocks = max(1, -(-chunk_edges // _EDGE_BLOCK))
+    unique = np.empty(0, dtype=np.int64)
+    next_block, drawn, drawn_intra = 0, 0, 0
+    new_blocks = -(-int(num_edges * 1.05 + 1024) // _EDGE_BLOCK)
+    for round_ in range(_TOPUP_ROUNDS):
+        before, drawn_before = unique.shape[0], drawn
+        buffer = np.empty(unique.shape[0] + new_blocks * _EDGE_BLOCK, dtype=np.int64)
+        buffer[:unique.shape[0]] = unique
+        filled = unique.shape[0]
+        del unique
+        for first in range(next_block, next_block + new_blocks, chunk_blocks):
+            blocks = range(first, min(first + chunk_blocks, next_block + new_blocks))
+            keys, count, intra = _rmat_chunk_keys(blocks, spec)
+            buffer[filled:filled + count] = keys
+            filled, drawn, drawn_intra = filled + count, drawn + count, drawn_intra + intra
+        next_block += new_blocks
+        unique = _sort_unique(buffer[:filled])
+        del buffer
+        unique_inter = int(np.count_nonzero(_inter_flags(unique)))
+        unique_intra = unique.shape[0] - unique_inter
+        keep_intra = round(num_edges * drawn_intra / max(drawn, 1))
+        short_intra = keep_intra - unique_intra
+        short_inter = num_edges - keep_intra - unique_inter
+        if short_intra <= 0 and short_inter <= 0:
+            return unique, keep_intra
+        stalled = unique.shape[0] - before < _MIN_YIELD * (drawn - drawn_before)
+        if unique.shape[0] >= num_edges and (stalled or round_ >= _STRATIFIED_ROUNDS):
+            # dense graphs or many small classes may have fewer distinct same-class pairs within
+            # reach than the drawn fraction asks; keep as close to it as the pairs allow
+            return unique, min(max(keep_intra, num_edges - unique_inter), unique_intra)
+        if stalled:
+            break
+        # the next draw is sized from the average unique yield so far, padded because the
+        # marginal yield is lower; a hopeless request stops after a bounded number of rounds
+        need_intra = short_intra / max(unique_intra, 1) * max(drawn_intra, 1)
+        need_inter = short_inter / max(unique_inter, 1) * max(drawn - drawn_intra, 1)
+        new_blocks = -(-int(1.5 * max(need_intra, need_inter) + 1024) // _EDGE_BLOCK)
+        new_blocks = min(new_blocks, -(-4 * num_edges // _EDGE_BLOCK))
+    raise InputError(None, "too many edges for an RMAT graph of this size: repeated edges dominate "
+                     "(ask for fewer edges, lower homophily, or use sbm)", "num_edges", num_edges)
+
+
+def rmat_graph(num_nodes, num_edges, feat_dim=64, num_classes=10, homophily=0.7, feat_signal=0.15,
+               fractions=(0.6, 0.2, 0.2), seed=0, chunk_edges=4_000_000) -> Graph:
+    """Local. Power-law RMAT graph with planted classes, features and split masks.
+
+    Edges follow RMAT (a, b, c, d = 0.57, 0.19, 0.19, 0.05) over ``2**ceil(log2 N)`` ids scaled
+    down to N nodes. Every node gets a uniform random class; with probability ``homophily`` an
+    edge's destination moves to the node of the source's class at the same relative popularity
+    rank, so hubs stay hubs. Self loops and repeats are dropped and exactly ``num_edges`` unique
+    edges are kept (a seeded subset of an over-sampled draw that keeps the drawn fraction of
+    same-class edges), so the edge homophily is about ``h + (1 - h) / num_classes``; it falls
+    short when distinct same-class pairs are scarce (dense graphs, many small classes).
+
+    Parameters
+    ----------
+    num_nodes, num_edges : int
+        Graph size; ``num_edges <= N * (N - 1)`` and ``num_nodes < 2**31``.
+    feat_dim, num_classes : int
+        Feature width and number of classes.
+    homophily : float
+        Probability in [0, 1] that an edge is planted inside the source's class.
+    feat_signal : float
+        Scale of the class centroids (``N(0, I)``) added to unit Gaussian noise. The default
+        leaves features alone weakly predictive; a neighbour mean makes labels clearly learnable.
+    fractions : (float, float, float)
+        Train, val and test fractions of the nodes (a seeded permutation, disjoint masks).
+    seed : int
+        Everything is a deterministic function of the seed, independent of ``chunk_edges``.
+    chunk_edges : int
+        Raw edges generated per vectorised step; bounds the working memory (roughly 64 bytes each).
+
+    Returns
+    -------
+    Graph
+        ``src``/``dst`` int64 sorted by (src, dst); ``ndata``: feat, label, train/val/test_mask.
+    """
+    num_nodes, num_classes, homophily, feat_dim, feat_signal, fractions = _check_common(
+        num_nodes, num_classes, homophily, feat_dim, feat_signal, fractions, seed)
+    num_edges = _check_int("num_edges", num_edges, 1)
+    if num_edges > num_nodes * (num_nodes - 1):
+        raise InputError(None, f"more than the {num_nodes * (num_nodes - 1):,} possible directed edges "
+                         f"of {num_nodes:,} nodes without self loops", "num_edges", num_edges)
+    chunk_edges = _check_int("chunk_edges", chunk_edges, 1)
+    labels = _stream(seed, _LABELS).integers(0, num_classes, size=num_nodes, dtype=np.int64)
+    perm = _stream(seed, _PERM).permutation(num_nodes)  # generation id -> final id
+    scale = max(0, math.ceil(math.log2(num_nodes)))
+    word_tables = [_quadrant_tables(2)] * (scale // 2) + [_quadrant_tables(1)] * (scale % 2)
+    peers = _ClassPeers(labels[perm], _rmat_in_weight(num_nodes, scale), num_classes)
+    spec = (num_nodes, scale, homophily, word_tables, peers, perm, seed)
+    unique, keep_intra = _rmat_unique_keys(num_edges, chunk_edges, spec)
+    del peers, perm
+    rng = _stream(seed, _SUBSET)
+    drop = np.zeros(unique.shape[0], dtype=bool)
+    is_inter = _inter_flags(unique)
+    for group, keep in ((~is_inter, keep_intra), (is_inter, num_edges - keep_intra)):
+        members = np.flatnonzero(group)
+        drop[members[rng.choice(members.shape[0], members.shape[0] - keep, replace=False)]] = True
+    del is_inter, members
+    pairs = unique[~drop]
+    del unique, drop
+    pairs >>= 1
+    src, dst = _split_pairs(pairs, num_nodes)
+    ndata = _node_fields(labels, num_classes, feat_dim, feat_signal, fractions, seed)
+    return Graph(num_nodes, src, dst, ndata, name="rmat", source=f"<rmat seed={seed}>").validate()
+
+
+def _split_pairs(pairs, num_nodes, step=1 << 20):
+    """``src * N + dst`` -> (src, dst), in place and in steps so no temporary edge array is made."""
+    src = np.empty_like(pairs)
+    for lo in range(0, pairs.shape[0], step):
+        part, part_src = pairs[lo:lo + step], src[lo:lo + step]
+        np.floor_divide(part, num_nodes, out=part_src)
+        part -= part_src * num_nodes
+    return src, pairs
+
+
+def _inter_flags(keys):
+    """Low bit of each key as booleans, without an int64 temporary."""
+    return np.bitwise_and(keys, 1, out=np.empty(keys.shape[0], dtype=bool), casting="unsafe")
+
+
+# -------------------------------------------------------------------------------------------- SBM
+
+def _distinct_sample(rng, population, count):
+    """Sorted ``count`` distinct integers drawn uniformly from ``[0, population)``.
+
+    Memory is O(count) for sparse samples and at most 16 bytes per picked value for dense ones.
+    """
+    if 2 * count > population:
+        excluded = np.zeros(population, dtype=bool)
+        excluded[_distinct_sample(rng, population, population - count)] = True
+        return np.flatnonzero(~excluded)
+    if population <= 16 * count:
+        # dense: a bitmap dedups each draw in O(draw) where re-sorting would cost O(count log count)
+        chosen = np.zeros(population, dtype=bool)
+        have = 0
+        while have < count:
+            draws = int((count - have) * population / (population - have)) + 16
+            chosen[rng.integers(0, population, size=draws)] = True
+            have = int(np.count_nonzero(chosen))
+        picked = np.flatnonzero(chosen)
+    else:
+        picked = np.empty(0, dtype=np.int64)
+        while picked.shape[0] < count:
+            draw = rng.integers(0, population, size=int(1.1 * (count - picked.shape[0])) + 16)
+            picked = _sort_unique(np.concatenate((picked, draw)))
+    surplus = picked.shape[0] - count
+    return np.delete(picked, rng.choice(picked.shape[0], surplus, replace=False)) if surplus else picked
+
+
+def sbm_graph(num_nodes, num_classes=10, avg_degree=10.0, homophily=0.7, feat_dim=64, feat_signal=0.15,
+              fractions=(0.6, 0.2, 0.2), seed=0) -> Graph:
+    """Local. Stochastic block model graph: equal-size blocks are the classes.
+
+    ``round(avg_degree * N)`` unique directed edges (no self loops): exactly
+    ``round(homophily * E)`` of them inside blocks, the rest between blocks, each set a uniform
+    sample of its possible pairs, so block pairs get edges in proportion to their size. Features,
+    labels and masks follow the same scheme as :func:`rmat_graph`; ids are randomly permuted.
+
+    Parameters
+    ----------
+    num_nodes, num_classes : int
+        Graph size and number of blocks (block sizes differ by at most one).
+    avg_degree : float
+        Directed edges per node (the mean out-degree, also the mean in-degree).
+    homophily : float
+        Fraction of edges inside a block, which here equals the edge homophily of the labels.
+    feat_dim, feat_signal, fractions, seed
+        As in :func:`rmat_graph`.
+
+    Returns
+    -------
+    Graph
+        ``src``/``dst`` int64 sorted by (src, dst); ``ndata``: feat, label, train/val/test_mask.
+    """
+    num_nodes, num_classes, homophily, feat_dim, feat_signal, fractions = _check_common(
+        num_nodes, num_classes, homophily, feat_dim, feat_signal, fractions, seed)
+    avg_degree = _check_real("avg_degree", avg_degree, 0.0)
+    num_edges = round(avg_degree * num_nodes)
+    if not 1 <= num_edges <= num_nodes * (num_nodes - 1):
+        raise InputError(None, f"gives {num_edges:,} edges; {num_nodes:,} nodes allow 1 to "
+                         f"{num_nodes * (num_nodes - 1):,}", "avg_degree", avg_degree)
+    sizes = np.full(num_classes, num_nodes // num_classes, dtype=np.int64)
+    sizes[:num_nodes % num_classes] += 1
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    intra_pairs, inter_pairs = sizes * (sizes - 1), sizes * (num_nodes - sizes)
+    num_intra = round(homophily * num_edges)
+    if num_intra > intra_pairs.sum() or num_edges - num_intra > inter_pairs.sum():
+        raise InputError(None, f"needs {num_intra:,} edges inside and {num_edges - num_intra:,} between "
+                         f"blocks, but only {intra_pairs.sum():,} and {inter_pairs.sum():,} pairs exist",
+                         "homophily", homophily)
+    rng = _stream(seed, _SBM)
+    src_parts, dst_parts = [], []
+    for pairs_per_block, count, inside in ((intra_pairs, num_intra, True),
+                                           (inter_pairs, num_edges - num_intra, False)):
+        offsets = np.concatenate(([0], np.cumsum(pairs_per_block)))
+        index = _distinct_sample(rng, int(offsets[-1]), count)
+        block = np.searchsorted(offsets, index, side="right") - 1
+        local, size, start = index - offsets[block], sizes[block], starts[block]
+        targets = size - 1 if inside else num_nodes - size
+        row, col = local // targets, local % targets
+        # skip the source itself (inside) or the source's own block (between)
+        col += (col >= row) if inside else size * (col >= start)
+        src_parts.append(start + row)
+        dst_parts.append(col + start if inside else col)
+    perm = _stream(seed, _PERM).permutation(num_nodes)
+    labels = np.empty(num_nodes, dtype=np.int64)
+    labels[perm] = np.repeat(np.arange(num_classes), sizes)
+    pairs = perm[np.concatenate(src_parts)] * num_nodes + perm[np.concatenate(dst_parts)]
+    del src_parts, dst_parts
+    pairs.sort()
+    src, dst = _split_pairs(pairs, num_nodes)
+    ndata = _node_fields(labels, num_classes, feat_dim, feat_signal, fractions, seed)
+    return Graph(num_nodes, src, dst, ndata, name="sbm", source=f"<sbm seed={seed}>").validate()
+
+
+# -------------------------------------------------------------------------------------------- CLI
+
+_FLAGS = {"num_nodes": "--nodes", "num_edges": "--edges", "num_classes": "--classes",
+          "homophily": "--homophily", "feat_dim": "--feat-dim", "feat_signal": "--feat-signal",
+          "fractions": "--split", "seed": "--seed", "avg_degree": "--avg-degree",
+          "chunk_edges": "--chunk-edges"}
+
+_EXAMPLES = """examples:
+  hpcgnn generate rmat --nodes 100000 --edges 2000000 --feat-dim 64 --classes 10 \\
+      --homophily 0.7 --seed 0 --out g.npz
+  hpcgnn generate sbm --nodes 10000 --avg-degree 20 --classes 5 --homophily 0.8 --out sbm.npz
+
+Edge homophily is about h + (1 - h) / classes for rmat (the rest of the edges fall in the same
+class by chance) and exactly h for sbm. The output is written atomically."""
+
+
+def _build_parser():
+    parser = argparse.ArgumentParser(
+        prog="hpcgnn generate", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Write a synthetic node-classification graph (edges, feat, label, masks) as .npz.",
+        epilog=_EXAMPLES)
+    kinds = parser.add_subparsers(dest="kind", required=True, metavar="{rmat,sbm}")
+    for kind, summary, description, homophily_help in (
+            ("rmat", "power-law RMAT graph with planted classes",
+             "Power-law RMAT graph (a,b,c,d = .57,.19,.19,.05) with planted classes.",
+             "probability an edge is planted inside its source's class"),
+            ("sbm", "stochastic block model, blocks = classes",
+             "Stochastic block model with equal-size blocks as classes.",
+             "fraction of edges inside a block")):
+        sub = kinds.add_parser(kind, help=summary, description=description, epilog=_EXAMPLES,
+                               formatter_class=argparse.RawDescriptionHelpFormatter)
+        sub.add_argument("--nodes", type=int, required=True, help="number of nodes")
+        if kind == "rmat":
+            sub.add_argument("--edges", type=int, required=True, help="unique directed edges to keep")
+        else:
+            sub.add_argument("--avg-degree", type=float, required=True,
+                             help="directed edges per node (edges = round(avg_degree * nodes))")
+        sub.add_argument("--classes", type=int, default=10, help="number of classes (default 10)")
+        sub.add_argument("--homophily", type=float, default=0.7, help=f"{homophily_help} (default 0.7)")
+        sub.add_argument("--feat-dim", type=int, default=64, help="feature width (default 64)")
+        sub.add_argument("--feat-signal", type=float, default=0.15,
+                         help="class centroid scale against unit noise (default 0.15)")
+        sub.add_argument("--split", default="0.6,0.2,0.2", metavar="TRAIN,VAL,TEST",
+                         help="node fractions of the three masks (default 0.6,0.2,0.2)")
+        sub.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+        if kind == "rmat":
+            sub.add_argument("--chunk-edges", type=int, default=4_000_000, metavar="N",
+                             help="raw edges per vectorised step; bounds working memory, not the "
+                             "result (default 4000000)")
+        sub.add_argument("--compress", action="store_true", help="zip-compress the arrays (slower)")
+        sub.add_argument("--out", required=True, help="output .npz path")
+    return parser
+
+
+def _check_output(path):
+    """Fail before generating if the .npz could not be written."""
+    path = os.path.abspath(path)
+    if os.path.isdir(path):
+        raise InputError(path, "is a directory, expected a file path", "--out", path)
+    parent = os.path.dirname(path)
+    existing = parent
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing) or not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError(path, "output directory is not writable", "--out", parent)
+    return path
+
+
+@entry_point("hpcgnn generate")
+def main(argv=None):
+    """Local. ``hpcgnn generate rmat|sbm ...``: generate a graph, write it as .npz, print a summary."""
+    args = _build_parser().parse_args(argv)
+    out = _check_output(args.out)
+    started = time.perf_counter()
+    try:
+        split = tuple(float(part) for part in args.split.split(","))
+    except ValueError:
+        raise InputError(None, "must be three comma-separated numbers", "--split", args.split) from None
+    common = dict(num_nodes=args.nodes, num_classes=args.classes, homophily=args.homophily,
+                  feat_dim=args.feat_dim, feat_signal=args.feat_signal, fractions=split, seed=args.seed)
+    try:
+        if args.kind == "rmat":
+            graph = rmat_graph(num_edges=args.edges, chunk_edges=args.chunk_edges, **common)
+        else:
+            graph = sbm_graph(avg_degree=args.avg_degree, **common)
+    except InputError as exc:
+        if exc.path is None and exc.field in _FLAGS:
+            raise InputError(None, exc.problem, _FLAGS[exc.field], exc.value) from None
+        raise
+    try:
+        write_npz(graph, out, compress=args.compress)
+    except OSError as exc:
+        raise InputError(out, f"cannot write the output ({exc.strerror or exc})", "--out", out) from None
+    label = graph.ndata["label"]
+    homophily = float(np.mean(label[graph.src] == label[graph.dst]))
+    degree = np.bincount(graph.src, minlength=graph.num_nodes)
+    degree += np.bincount(graph.dst, minlength=graph.num_nodes)
+    print(f"{args.kind}: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, edge homophily "
+          f"{homophily:.3f}, max degree {int(degree.max()):,}, {time.perf_counter() - started:.1f} s "
+          f"-> {out}", flush=True)

@@ -1,0 +1,398 @@
+"""``hpcgnn partition``: read a graph, split it into parts, write the HDF5 dataset.
+
+Pipeline: read -> clean up (``hpcgnn.prep.transform``) -> CSC of in-edges -> part assignment
+(multi-constraint METIS or random) -> relabel so each part owns a contiguous id range -> one
+HDF5 file per part -> ``meta.json`` last. Under ``mpirun -np P`` rank 0 reads and partitions
+once, then every rank writes its own part files in parallel.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import time
+
+import numpy as np
+
+from hpcgnn import _csr
+from hpcgnn.prep import ondisk
+from hpcgnn.prep.graph import MASKS, Graph
+from hpcgnn.prep.metis import part_graph_kway
+from hpcgnn.prep.read import add_reader_arguments, detect_format, read_graph, reader_options
+from hpcgnn.prep.transform import prepare
+from hpcgnn.runtime.abort import entry_point
+from hpcgnn.runtime.comm import mpi
+from hpcgnn.runtime.errors import InputError
+from hpcgnn.runtime.files import make_temp_dir, replace_dir
+
+METHODS = ("metis", "random")
+
+
+def build_csc(graph: Graph):
+    """Local. In-edge CSC of ``graph``: ``(indptr, src_ids, eids)`` grouped by destination."""
+    return _csr.coo_to_csr(graph.dst, graph.src, graph.num_nodes)
+
+
+def balance_weights(graph: Graph, indptr):
+    """Local. METIS vertex weights: one column each for nodes, in-degree and every split mask.
+
+    Returns ``(weights [N, ncon] int64, names)``.
+    """
+    columns = [np.ones(graph.num_nodes, dtype=np.int64), np.diff(indptr)]
+    names = ["nodes", "in_degree"]
+    for mask in MASKS:
+        if mask in graph.ndata and graph.ndata[mask].any():
+            columns.append(graph.ndata[mask].astype(np.int64))
+            names.append(mask)
+    return np.stack(columns, axis=1), names
+
+
+DEFAULT_KEEP_DEGREE = 16
+
+
+def assign_parts(graph: Graph, csc, num_parts: int, method: str = "metis", seed: int = 0,
+                 keep_degree: float = DEFAULT_KEEP_DEGREE):
+    """Local. The part of every node, and a description of how it was chosen.
+
+    ``metis`` minimises the edge cut of the undirected graph under balance constraints on
+    node count, in-degree and train/val/test membership; ``random`` deals nodes out in
+    equal shares from a seeded permutation (the baseline).
+
+    Before METIS, edges between two nodes of degree above ``keep_degree`` are thinned
+    (``_csr.sparsify_symmetric``; 0 disables it). On power-law graphs this hands METIS a
+    fraction of the edges, cutting its time and memory by 2-3x, while the cut measured on the
+    full graph stays the same: see the README's partitioning table.
+    """
+    info = {"method": method, "seed": seed}
+    if num_parts == 1:
+        return np.zeros(graph.num_nodes, dtype=np.int64), info
+    if method == "random":
+        order = np.random.default_rng(seed).permutation(graph.num_nodes)
+        parts = np.empty(graph.num_nodes, dtype=np.int64)
+        parts[order] = np.arange(graph.num_nodes) * num_parts // graph.num_nodes
+        return parts, info
+    indptr, indices, _ = csc
+    weights, names = balance_weights(graph, indptr)
+    if graph.symmetric:  # the in-edge CSC already is the undirected adjacency
+        xadj, adjncy = _csr.drop_diagonal(indptr, indices)
+    else:
+        xadj, adjncy = _csr.symmetric_adjacency(indptr, indices, graph.num_nodes)
+    undirected_edges = adjncy.shape[0] // 2
+    if keep_degree > 0:
+        xadj, adjncy = _csr.sparsify_symmetric(xadj, adjncy, keep_degree, seed)
+    info.update(constraints=names, keep_degree=keep_degree, undirected_edges=int(undirected_edges),
+                metis_edges=int(adjncy.shape[0] // 2))
+    parts = part_graph_kway(xadj, adjncy, num_parts, weights, seed)
+    del xadj, adjncy
+    return parts, info
+
+
+class Relabeling:
+    """Local. New ids that make part ``p`` own ``[node_starts[p], node_starts[p+1])``.
+
+    Nodes keep their input order inside a part, so the mapping is deterministic.
+    """
+
+    def __init__(self, parts: np.ndarray, num_parts: int):
+        counts = np.bincount(parts, minlength=num_parts)
+        self.node_starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self.order = np.argsort(parts.astype(np.int16 if num_parts < 2**15 else np.int64),
+                                kind="stable")  # new id -> input id
+        self.new_id = np.empty(parts.shape[0], dtype=ondisk.id_dtype(parts.shape[0]))
+        self.new_id[self.order] = np.arange(parts.shape[0], dtype=self.new_id.dtype)
+
+    def owned(self, part_id):
+        return self.order[self.node_starts[part_id]:self.node_starts[part_id + 1]]
+
+
+def part_arrays(graph: Graph, csc, relabel: Relabeling, part_id: int) -> dict:
+    """Local. Every dataset of part ``part_id``'s file (see :mod:`hpcgnn.format`)."""
+    indptr, indices, eids = csc
+    owned = relabel.owned(part_id)
+    degree = indptr[owned + 1] - indptr[owned]
+    positions = _csr.expand_ranges(indptr[owned], degree)
+    part_eids = eids[positions]
+    arrays = {
+        "indptr": np.concatenate([[0], np.cumsum(degree)]).astype(np.int64),
+        "indices": relabel.new_id[indices[positions]].astype(ondisk.id_dtype(graph.num_nodes), copy=False),
+        "eid": part_eids.astype(ondisk.id_dtype(graph.num_edges)),
+        "orig_id": owned.astype(np.int64),
+    }
+    del positions
+    for name, values in graph.ndata.items():
+        rows = values[owned]
+        arrays[name] = rows.toarray() if hasattr(rows, "toarray") else rows
+    for name, values in graph.edata.items():
+        arrays[ondisk.EDGE_PREFIX + name] = values[part_eids]
+    return arrays
+
+
+def part_stats(arrays: dict, node_start: int, node_end: int) -> dict:
+    """Local. Counts of one part: nodes, edges, cut in-edges, halo nodes, split sizes."""
+    src = arrays["indices"]
+    remote = src[(src < node_start) | (src >= node_end)]
+    stats = {"num_nodes": int(node_end - node_start), "num_edges": int(src.shape[0]),
+             "cut_edges": int(remote.shape[0]), "halo_nodes": int(np.unique(remote).shape[0])}
+    for mask in MASKS:
+        if mask in arrays:
+            stats[mask.replace("_mask", "")] = int(arrays[mask].sum())
+    return stats
+
+
+def imbalance(parts_info: list, key: str):
+    """Local. max/mean of a per-part count (1.0 is perfect balance), None if absent."""
+    values = np.array([p.get(key, 0) for p in parts_info], dtype=np.float64)
+    if key not in parts_info[0] or values.mean() == 0:
+        return None
+    return round(float(values.max() / values.mean()), 4)
+
+
+def _field_specs(arrays: dict) -> tuple[dict, dict]:
+    node, edge = {}, {}
+    for name, arr in arrays.items():
+        if name in ondisk.STRUCTURE:
+            continue
+        spec = {"dtype": str(arr.dtype), "shape": list(arr.shape[1:])}
+        if name.startswith(ondisk.EDGE_PREFIX):
+            edge[name[len(ondisk.EDGE_PREFIX):]] = spec
+        else:
+            node[name] = spec
+    return node, edge
+
+
+def _write_part(directory, arrays, part_id, num_parts, node_starts, edge_start):
+    path = os.path.join(directory, ondisk.part_file_name(part_id))
+    attrs = {"format": ondisk.FORMAT_NAME, "version": ondisk.FORMAT_VERSION, "part_id": part_id,
+             "num_parts": num_parts, "node_start": int(node_starts[part_id]),
+             "node_end": int(node_starts[part_id + 1]), "edge_start": int(edge_start)}
+    ondisk.write_part(path, arrays, attrs)
+    return {"file": ondisk.part_file_name(part_id), "size": os.path.getsize(path),
+            "sha256": ondisk.sha256_file(path)}
+
+
+def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis", seed=0,
+                    comm=None, source=None, release_input=False,
+                    keep_degree=DEFAULT_KEEP_DEGREE) -> dict | None:
+    """Collective over comm. Partition ``graph`` and write the dataset to ``out_dir``.
+
+    Parameters
+    ----------
+    graph : Graph or None
+        The input graph; only rank 0's is used (other ranks may pass None).
+    out_dir : path
+        Destination directory, replaced atomically (written to a temporary sibling first).
+    num_parts : int
+        Number of parts. Rank r of comm writes parts r, r + size, ...
+    method : {"metis", "random"}
+    seed : int
+        Seed of METIS or of the random assignment.
+    comm : mpi4py communicator or None
+        None runs serially in this process.
+    source : dict, optional
+        Provenance recorded in meta.json (input path, format, clean-up options).
+    release_input : bool
+        Drop ``graph.src``/``graph.dst`` once the CSC is built, to lower peak memory.
+    keep_degree : float
+        Hub-edge thinning threshold before METIS (see :func:`assign_parts`); 0 disables it.
+
+    Returns
+    -------
+    dict or None
+        The meta.json content on rank 0, None elsewhere.
+    """
+    rank, size = (comm.rank, comm.size) if comm is not None else (0, 1)
+    out_dir = os.path.abspath(os.fspath(out_dir))
+    timings = {}
+    csc = relabel = info = None  # built on rank 0 only
+    if rank == 0:
+        t0 = time.perf_counter()
+        csc = build_csc(graph)
+        if release_input:
+            graph.src = graph.dst = np.empty(0, dtype=np.int64)
+        parts, info = assign_parts(graph, csc, num_parts, method, seed, keep_degree)
+        timings["assign_s"] = time.perf_counter() - t0
+        relabel = Relabeling(parts, num_parts)
+        del parts
+        edge_counts = [int(csc[0][relabel.owned(p) + 1].sum() - csc[0][relabel.owned(p)].sum())
+                       for p in range(num_parts)]
+        edge_starts = np.concatenate([[0], np.cumsum(edge_counts)]).astype(np.int64)
+        tmp_dir = make_temp_dir(out_dir)
+        plan = (tmp_dir, relabel.node_starts, edge_starts)
+    else:
+        plan = None
+    if comm is not None:
+        plan = comm.bcast(plan, root=0)
+    tmp_dir, node_starts, edge_starts = plan
+
+    try:
+        meta = _write_dataset(graph, csc, relabel, info, tmp_dir, num_parts, node_starts,
+                              edge_starts, comm, source, timings)
+    except BaseException:
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+        raise
+    if rank != 0:
+        comm.barrier()
+        return None
+    replace_dir(tmp_dir, out_dir)
+    if comm is not None:
+        comm.barrier()
+    return meta
+
+
+def _write_dataset(graph, csc, relabel, info, tmp_dir, num_parts, node_starts, edge_starts, comm,
+                   source, timings):
+    """Write the part files (rank r writes parts r, r + size, ...) and, on rank 0, meta.json."""
+    rank, size = (comm.rank, comm.size) if comm is not None else (0, 1)
+    t0 = time.perf_counter()
+    written, stats, specs = [], [], None
+    for part_id in range(num_parts):
+        writer = part_id % size
+        if rank == 0:
+            arrays = part_arrays(graph, csc, relabel, part_id)
+            stats.append(part_stats(arrays, node_starts[part_id], node_starts[part_id + 1]))
+            specs = specs or _field_specs(arrays)
+            if writer != 0:
+                _send_arrays(comm, arrays, writer)
+                continue
+        elif writer == rank:
+            arrays = _recv_arrays(comm, 0)
+        else:
+            continue
+        written.append((part_id, _write_part(tmp_dir, arrays, part_id, num_parts, node_starts,
+                                             edge_starts[part_id])))
+        del arrays
+    if comm is not None:
+        gathered = comm.gather(written, root=0)
+        written = [item for chunk in gathered for item in chunk] if rank == 0 else None
+    timings["write_s"] = time.perf_counter() - t0
+    if rank != 0:
+        return None
+
+    files = dict(written)
+    for part_id, part in enumerate(stats):
+        part.update(files[part_id])
+    cut = sum(p["cut_edges"] for p in stats)
+    node_fields, edge_fields = specs
+    meta = {
+        "format": ondisk.FORMAT_NAME, "version": ondisk.FORMAT_VERSION, "graph_name": graph.name,
+        "num_nodes": int(graph.num_nodes), "num_edges": int(edge_starts[-1]), "num_parts": num_parts,
+        "node_starts": [int(x) for x in node_starts], "edge_starts": [int(x) for x in edge_starts],
+        "index_dtype": str(np.dtype(ondisk.id_dtype(graph.num_nodes))),
+        "node_fields": node_fields, "edge_fields": edge_fields,
+        "partitioner": dict(info, num_parts=num_parts, edge_cut=cut,
+                            edge_cut_fraction=round(cut / max(int(edge_starts[-1]), 1), 6),
+                            imbalance={k: imbalance(stats, k) for k in
+                                       ("num_nodes", "num_edges", "train", "val", "test")},
+                            writers=size, **{k: round(v, 3) for k, v in timings.items()}),
+        "source": source or {},
+        "parts": stats,
+    }
+    ondisk.write_meta(tmp_dir, meta)
+    return meta
+
+
+def _send_arrays(comm, arrays, dest):
+    comm.send([(k, v.dtype.str, v.shape) for k, v in arrays.items()], dest=dest, tag=1)
+    for value in arrays.values():
+        comm.Send(np.ascontiguousarray(value).reshape(-1).view(np.uint8), dest=dest, tag=2)
+
+
+def _recv_arrays(comm, source):
+    arrays = {}
+    for name, dtype, shape in comm.recv(source=source, tag=1):
+        value = np.empty(shape, dtype=np.dtype(dtype))
+        comm.Recv(value.reshape(-1).view(np.uint8), source=source, tag=2)
+        arrays[name] = value
+    return arrays
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="hpcgnn partition",
+        description="Partition a graph into P parts and write meta.json + part-XXXXX.h5 files. "
+                    "Run under 'mpirun -np K' to write the part files from K ranks in parallel.")
+    parser.add_argument("input", help="graph file or directory (npz, edge list, Planetoid, Shchur npz, OGB raw dir)")
+    parser.add_argument("--parts", "-p", type=int, required=True, help="number of parts (= ranks of training)")
+    parser.add_argument("--out", "-o", required=True, help="output directory")
+    parser.add_argument("--method", choices=METHODS, default="metis",
+                        help="metis: min edge cut, balanced in nodes/in-degree/splits; random: baseline")
+    parser.add_argument("--seed", type=int, default=0, help="seed of METIS or of the random method")
+    parser.add_argument("--keep-degree", type=float, default=DEFAULT_KEEP_DEGREE,
+                        help="before METIS, thin edges between nodes both of degree above this "
+                             "(hub-to-hub edges; power-law graphs partition 2-3x faster in a third "
+                             "of the memory at the same cut); 0 gives METIS every edge")
+    parser.add_argument("--name", help="graph name recorded in meta.json (default: input file name)")
+    parser.add_argument("--force", action="store_true", help="replace an existing output directory")
+    clean = parser.add_argument_group("clean-up (applied in this order)")
+    clean.add_argument("--remove-self-loops", action="store_true")
+    clean.add_argument("--symmetrize", action="store_true",
+                       help="add reverse edges; the result is a simple graph (implies dedup)")
+    clean.add_argument("--dedup", action="store_true", help="keep one edge per (src, dst)")
+    clean.add_argument("--largest-component", action="store_true",
+                       help="keep the largest weakly connected component")
+    clean.add_argument("--split", default=None,
+                       help="'dataset' (default: the input's masks), 'a,b,c' random fractions, "
+                            "or 'per-class:T,V' (T train and V validation per class, rest test)")
+    clean.add_argument("--split-seed", type=int, default=0)
+    clean.add_argument("--normalize-features", action="store_true",
+                       help="scale each feature row to sum 1 (Kipf & Welling's Planetoid preprocessing)")
+    add_reader_arguments(parser)
+    return parser
+
+
+@entry_point("hpcgnn partition")
+def main(argv=None):
+    """Local. Command line of ``hpcgnn partition`` (collective when run under MPI)."""
+    args = build_parser().parse_args(argv)
+    comm = _world_if_parallel()
+    rank = comm.rank if comm is not None else 0
+    if args.parts < 1:
+        raise InputError(None, "must be at least 1", "--parts", args.parts)
+    out_dir = os.path.abspath(args.out)
+    graph, source = None, None
+    if rank == 0:
+        if os.path.exists(out_dir) and not args.force:
+            raise InputError(out_dir, "output exists (pass --force to replace it)", "--out", args.out)
+        graph, source = load_prepared(args)
+        if args.parts > graph.num_nodes:
+            raise InputError(args.input, f"more parts than nodes ({graph.num_nodes})", "--parts", args.parts)
+    t0 = time.perf_counter()
+    meta = partition_graph(graph, out_dir, args.parts, args.method, args.seed, comm=comm,
+                           source=source, release_input=True, keep_degree=args.keep_degree)
+    if rank == 0:
+        p = meta["partitioner"]
+        print(f"wrote {out_dir}: {meta['num_parts']} parts, {meta['num_nodes']:,} nodes, "
+              f"{meta['num_edges']:,} edges, edge cut {100 * p['edge_cut_fraction']:.2f}%, "
+              f"imbalance nodes {p['imbalance']['num_nodes']} edges {p['imbalance']['num_edges']}, "
+              f"{time.perf_counter() - t0:.1f}s", flush=True)
+    return 0
+
+
+def load_prepared(args):
+    """Local. Read the input named on the command line and apply the clean-up options."""
+    t0 = time.perf_counter()
+    fmt_name = args.format or detect_format(args.input)
+    graph = read_graph(args.input, format=fmt_name, **reader_options(args, args.input))
+    if args.name:
+        graph.name = args.name
+    read_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    graph = prepare(graph, symmetrize_edges=args.symmetrize, drop_self_loops=args.remove_self_loops,
+                    dedup_edges=args.dedup, largest_cc=args.largest_component, split=args.split,
+                    split_seed=args.split_seed, normalize=args.normalize_features)
+    source = {"input": os.path.basename(os.path.normpath(args.input)), "format": fmt_name,
+              "symmetrize": args.symmetrize, "remove_self_loops": args.remove_self_loops,
+              "dedup": args.dedup, "largest_component": args.largest_component,
+              "split": args.split or "dataset", "split_seed": args.split_seed,
+              "normalize_features": args.normalize_features,
+              "read_s": round(read_s, 3), "prepare_s": round(time.perf_counter() - t0, 3)}
+    return graph, source
+
+
+def _world_if_parallel():
+    """MPI's world communicator when launched by mpirun/srun with more than one rank."""
+    launched = any(k in os.environ for k in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "SLURM_STEP_ID"))
+    if not launched:
+        return None
+    world = mpi().COMM_WORLD
+    return world if world.size > 1 else None

@@ -1,0 +1,231 @@
+"""Graph readers: one entry point (``read_graph``) over every supported input format.
+
+``detect_format`` picks the reader from the path (directory layout, ``.npz`` keys, file
+extension); ``add_reader_arguments`` / ``reader_options`` give every command the same flags.
+"""
+from __future__ import annotations
+
+import argparse
+import inspect
+import os
+import zipfile
+
+from hpcgnn.prep.read.edgelist import read_edgelist
+from hpcgnn.prep.read.npz import read_npz, write_npz
+from hpcgnn.prep.read.ogb import read_ogb
+from hpcgnn.prep.read.planetoid import PARTS as PLANETOID_PARTS
+from hpcgnn.prep.read.planetoid import locate_planetoid, read_planetoid
+from hpcgnn.prep.read.shchur import read_shchur
+from hpcgnn.runtime.errors import InputError
+
+FORMATS = ("npz", "edgelist", "planetoid", "shchur", "ogb")
+EDGELIST_EXTENSIONS = (".csv", ".tsv", ".txt", ".edges", ".el")
+_READERS = {"npz": read_npz, "edgelist": read_edgelist, "planetoid": read_planetoid,
+            "shchur": read_shchur, "ogb": read_ogb}
+# Reader keyword -> (command-line flag, default, attribute on the argparse namespace).
+_FLAGS = {"delimiter": ("--delimiter", None, "delimiter"), "header": ("--header", None, "header"),
+          "id_base": ("--id-base", 0, "id_base"), "num_nodes": ("--num-nodes", None, "num_nodes"),
+          "split": ("--ogb-split", None, "ogb_split")}
+_FORMAT_OPTIONS = {"npz": (), "planetoid": (), "shchur": (), "ogb": ("split",),
+                   "edgelist": ("delimiter", "header", "id_base", "num_nodes")}
+
+__all__ = ["FORMATS", "add_reader_arguments", "detect_format", "read_edgelist", "read_graph", "read_npz",
+           "read_ogb", "read_planetoid", "read_shchur", "reader_options", "write_npz"]
+
+
+def _formats_hint():
+    return f"pass --format (one of {', '.join(FORMATS)})"
+
+
+def _is_planetoid_prefix(path):
+    directory, name = locate_planetoid(path)
+    return os.path.isfile(os.path.join(directory, f"ind.{name}.graph"))
+
+
+def detect_format(path) -> str:
+    """Local. Guess the input format of ``path`` from its layout, keys or extension.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A file, a dataset directory, or a Planetoid prefix such as ``data/ind.cora``.
+
+    Returns
+    -------
+    str
+        One of ``FORMATS``: a directory with ``raw/edge.csv.gz`` is ``ogb``; a directory or
+        prefix with ``ind.<name>.graph`` is ``planetoid``; a ``.npz`` with ``src``/``dst`` is
+        ``npz`` and one with ``adj_*`` arrays is ``shchur``; ``.csv``, ``.tsv``, ``.txt``,
+        ``.edges``, ``.el`` (optionally ``.gz``) are ``edgelist``.
+
+    Raises
+    ------
+    InputError
+        If the path is missing or matches no format.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raw = os.path.join(path, "raw")
+        if any(os.path.isfile(os.path.join(raw, "edge" + ext)) for ext in (".csv.gz", ".csv")):
+            return "ogb"
+        if any(e.startswith("ind.") and e.endswith(".graph") for e in os.listdir(path)):
+            return "planetoid"
+        raise InputError(path, "directory holds neither an OGB dataset (raw/edge.csv.gz) nor Planetoid "
+                         f"files (ind.<name>.graph); {_formats_hint()}", "format", "<directory>")
+    if not os.path.exists(path):
+        if _is_planetoid_prefix(path):
+            return "planetoid"
+        raise InputError(path, "file not found")
+    base = os.path.basename(path).lower()
+    if base.startswith("ind.") and base.endswith(tuple("." + part for part in PLANETOID_PARTS)):
+        return "planetoid"
+    if base.endswith(".npz"):
+        try:
+            with zipfile.ZipFile(path) as archive:
+                keys = {entry[:-4] for entry in archive.namelist() if entry.endswith(".npy")}
+        except (OSError, zipfile.BadZipFile) as exc:
+            raise InputError(path, f"not a readable .npz archive ({exc})", "format", "npz") from None
+        if {"src", "dst"} <= keys:
+            return "npz"
+        if any(key.startswith("adj_") for key in keys):
+            return "shchur"
+        raise InputError(path, f"npz has neither src/dst (npz) nor adj_* (shchur) arrays; {_formats_hint()}",
+                         "keys", sorted(keys))
+    stem = base[:-3] if base.endswith(".gz") else base
+    extension = os.path.splitext(stem)[1]
+    if extension in EDGELIST_EXTENSIONS:
+        return "edgelist"
+    raise InputError(path, f"cannot tell the graph format from the file name; {_formats_hint()}",
+                     "format", extension or base)
+
+
+def read_graph(path, format=None, **options):
+    """Local. Read any supported graph input and return the validated Graph.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        File, directory or prefix (see ``detect_format``).
+    format : str, optional
+        One of ``FORMATS``; detected from ``path`` when None.
+    **options
+        Keyword options of the chosen reader (``read_edgelist``: ``delimiter``, ``header``,
+        ``id_base``, ``num_nodes``, ...; ``read_ogb``: ``split``; ``read_planetoid``: ``name``).
+
+    Returns
+    -------
+    Graph
+        The graph, already checked by ``Graph.validate``.
+
+    Raises
+    ------
+    InputError
+        For an unknown format, an option the reader does not take, or bad input.
+    """
+    path = os.fspath(path)
+    if format is None:
+        format = detect_format(path)
+    elif format not in FORMATS:
+        raise InputError(path, f"unknown format (choose from {', '.join(FORMATS)})", "format", format)
+    reader = _READERS[format]
+    accepted = inspect.signature(reader).parameters
+    for key, value in options.items():
+        if key not in accepted or key == "path":
+            raise InputError(path, f"option does not apply to format {format}", key, _shown(value))
+    return reader(path, **options)
+
+
+def _shown(value):
+    # repr keeps a tab or space delimiter visible in the one-line message.
+    return repr(value) if isinstance(value, str) else value
+
+
+def _delimiter_argument(text):
+    named = {"tab": "\t", "\\t": "\t", "comma": ",", "space": " ", "whitespace": " ", "semicolon": ";"}
+    value = named.get(text.lower(), text)
+    if len(value) != 1:
+        raise argparse.ArgumentTypeError(f"expected one character or tab/comma/space, got {text!r}")
+    return value
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def add_reader_arguments(parser):
+    """Local. Add the input-format flags shared by every command that reads a graph.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        Gains ``--format``, ``--delimiter``, ``--header``/``--no-header``, ``--id-base``,
+        ``--num-nodes`` and ``--ogb-split`` in an "input format" group.
+
+    Returns
+    -------
+    argparse._ArgumentGroup
+        The group, should the caller want to add more.
+    """
+    group = parser.add_argument_group("input format")
+    group.add_argument("--format", choices=FORMATS, default=None,
+                       help="input format (default: detected from the path)")
+    group.add_argument("--delimiter", type=_delimiter_argument, default=None,
+                       help="edge-list column separator: a character, 'tab', 'comma' or 'space' "
+                            "(default: detected)")
+    header = group.add_mutually_exclusive_group()
+    header.add_argument("--header", dest="header", action="store_true", default=None,
+                        help="the edge list's first line is a header (default: detected)")
+    header.add_argument("--no-header", dest="header", action="store_false", default=None,
+                        help="the edge list has no header line")
+    group.add_argument("--id-base", type=int, choices=(0, 1), default=0,
+                       help="smallest node id in the edge list; 1-based ids are shifted down (default 0)")
+    group.add_argument("--num-nodes", type=_positive_int, default=None,
+                       help="edge-list node count (default: largest id + 1)")
+    group.add_argument("--ogb-split", default=None, metavar="SCHEME",
+                       help="OGB split scheme under split/ (default: the only or first one)")
+    return group
+
+
+def reader_options(args, path=None):
+    """Local. Turn parsed reader flags into keyword options for ``read_graph``.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Result of a parser prepared by ``add_reader_arguments``.
+    path : str or os.PathLike, optional
+        The input, used to detect the format when ``--format`` was not given.
+
+    Returns
+    -------
+    dict
+        Options that apply to the chosen format and differ from their defaults. Without a
+        known format, every non-default option is returned and ``read_graph`` rejects those
+        the detected reader does not take.
+
+    Raises
+    ------
+    InputError
+        If a flag was given that the chosen format does not use (e.g. ``--delimiter`` for npz).
+    """
+    format = getattr(args, "format", None)
+    if format is None and path is not None:
+        format = detect_format(path)
+    given = {}
+    for key, (flag, default, attribute) in _FLAGS.items():
+        value = getattr(args, attribute, default)
+        if value != default:
+            given[key] = (flag, value)
+    if format is None:
+        return {key: value for key, (_, value) in given.items()}
+    for key, (flag, value) in given.items():
+        if key not in _FORMAT_OPTIONS[format]:
+            raise InputError(path if path is not None else "<command line>",
+                             f"option does not apply to format {format}", flag, _shown(value))
+    return {key: value for key, (_, value) in given.items()}

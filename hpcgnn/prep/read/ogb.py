@@ -1,0 +1,165 @@
+"""OGB node-property datasets in their downloaded raw layout, without the ``ogb`` package.
+
+Expected under the dataset directory (e.g. ``ogbn_arxiv/``)::
+
+    raw/edge.csv.gz           src,dst per line, no header              (required)
+    raw/num-node-list.csv.gz  one line: the node count                 (required)
+    raw/num-edge-list.csv.gz  one line: the edge count                 (optional, a check)
+    raw/node-feat.csv.gz      one row of floats per node               (optional -> feat)
+    raw/node-label.csv.gz     one row per node, NaN = unlabelled       (optional -> label)
+    raw/edge-feat.csv.gz      one row of floats per edge               (optional -> edata feat)
+    split/<scheme>/{train,valid,test}.csv.gz   node ids                (optional -> masks)
+
+Uncompressed ``.csv`` files are accepted too. Edges are returned as listed: OGB stores an
+undirected graph's edges once, and adding the reverse direction is left to the caller.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from hpcgnn.prep.graph import Graph
+from hpcgnn.prep.read.edgelist import DEFAULT_CHUNK_BYTES, read_numeric_table
+from hpcgnn.runtime.errors import InputError
+
+SPLIT_FILES = (("train", "train_mask"), ("valid", "val_mask"), ("test", "test_mask"))
+
+
+def _find(directory, stem):
+    for suffix in (".csv.gz", ".csv"):
+        candidate = os.path.join(directory, stem + suffix)
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def _require(directory, stem):
+    found = _find(directory, stem)
+    if found is None:
+        raise InputError(os.path.join(directory, stem + ".csv.gz"), "required OGB file missing", stem,
+                         "<absent>")
+    return found
+
+
+def _single_count(path, what):
+    counts = read_numeric_table(path, np.int64, names=[what])
+    if counts.shape[0] != 1:
+        raise InputError(path, "expected one graph (node-property dataset), found several", what,
+                         counts.shape[0])
+    if counts[0, 0] <= 0:
+        raise InputError(path, "must be positive", what, int(counts[0, 0]))
+    return int(counts[0, 0])
+
+
+def split_schemes(directory):
+    """Local. Names of the split schemes under ``<directory>/split``, sorted (empty if none).
+
+    Parameters
+    ----------
+    directory : str or os.PathLike
+        OGB dataset directory.
+
+    Returns
+    -------
+    list of str
+    """
+    split_dir = os.path.join(os.fspath(directory), "split")
+    if not os.path.isdir(split_dir):
+        return []
+    return sorted(entry for entry in os.listdir(split_dir) if os.path.isdir(os.path.join(split_dir, entry)))
+
+
+def _labels(path, num_nodes, chunk_bytes):
+    # Float parse so "nan" (unlabelled, e.g. ogbn-papers100M) is legal; then back to int64.
+    values = read_numeric_table(path, np.float64, expected_rows=num_nodes,
+                                expected_from="nodes in num-node-list", chunk_bytes=chunk_bytes)
+    known = ~np.isnan(values)
+    whole = np.where(known, values, 0.0)
+    bad = np.isinf(values) | (whole != np.round(whole))
+    if bad.any():
+        raise InputError(path, "labels must be whole numbers or NaN", "label", float(values[bad][0]))
+    labels = np.where(known, values, -1).astype(np.int64)
+    return labels[:, 0].copy() if labels.shape[1] == 1 else labels
+
+
+def _masks(directory, scheme, num_nodes, chunk_bytes):
+    schemes = split_schemes(directory)
+    if scheme is None:
+        if not schemes:
+            return {}
+        scheme = schemes[0]
+    elif scheme not in schemes:
+        raise InputError(os.path.join(directory, "split"), f"no such split scheme (have {schemes})",
+                         "split", scheme)
+    scheme_dir = os.path.join(directory, "split", scheme)
+    masks = {}
+    for stem, mask_name in SPLIT_FILES:
+        path = _require(scheme_dir, stem)
+        ids = read_numeric_table(path, np.int64, names=[stem], allow_empty=True, chunk_bytes=chunk_bytes)[:, 0]
+        if ids.size and (ids.min() < 0 or ids.max() >= num_nodes):
+            bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
+            raise InputError(path, f"node id out of range [0, {num_nodes})", stem, bad)
+        mask = np.zeros(num_nodes, dtype=bool)
+        mask[ids] = True
+        masks[mask_name] = mask
+    return masks
+
+
+def read_ogb(directory, split=None, name=None, chunk_bytes=DEFAULT_CHUNK_BYTES) -> Graph:
+    """Local. Read an OGB node-property dataset directory (raw csv.gz layout, see module docstring).
+
+    Parameters
+    ----------
+    directory : str or os.PathLike
+        The dataset directory holding ``raw/`` (and usually ``split/``); its ``raw/``
+        subdirectory is accepted too.
+    split : str, optional
+        Split scheme under ``split/`` (``time``, ``sales_ranking``, ...). Default: the only
+        one, or the first in sorted order; no masks if there is no ``split/``.
+    name : str, optional
+        Graph name; default is the directory name.
+    chunk_bytes : int
+        Block size for parsing the csv files.
+
+    Returns
+    -------
+    Graph
+        Validated graph with int64 edges as listed, optional ``feat`` (float32 [N, F]),
+        ``label`` (int64, -1 where NaN; [N, T] for multi-task labels), ``edata['feat']``
+        and boolean ``train_mask`` / ``val_mask`` / ``test_mask``.
+    """
+    directory = os.fspath(directory).rstrip("/") or "/"
+    if not os.path.isdir(directory):
+        raise InputError(directory, "OGB dataset directory not found")
+    if os.path.basename(directory) == "raw" and _find(directory, "edge"):
+        directory = os.path.dirname(directory) or "."
+    raw = os.path.join(directory, "raw")
+    edge_path = _require(raw, "edge")
+    num_nodes = _single_count(_require(raw, "num-node-list"), "num_nodes")
+    edge_count_path = _find(raw, "num-edge-list")
+    num_edges = _single_count(edge_count_path, "num_edges") if edge_count_path else None
+    # Fortran order makes each column a contiguous array, so src/dst need no extra copy.
+    edges = read_numeric_table(edge_path, np.int64, names=["src", "dst"], expected_rows=num_edges,
+                               expected_from="edges in num-edge-list", order="F", chunk_bytes=chunk_bytes)
+    src, dst = edges[:, 0], edges[:, 1]
+    for field, ids in (("src", src), ("dst", dst)):
+        if ids.min() < 0 or ids.max() >= num_nodes:
+            bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
+            raise InputError(edge_path, f"node id out of range [0, {num_nodes})", field, bad)
+    ndata, edata = {}, {}
+    feat_path = _find(raw, "node-feat")
+    if feat_path:
+        ndata["feat"] = read_numeric_table(feat_path, np.float32, expected_rows=num_nodes,
+                                           expected_from="nodes in num-node-list", chunk_bytes=chunk_bytes)
+    label_path = _find(raw, "node-label")
+    if label_path:
+        ndata["label"] = _labels(label_path, num_nodes, chunk_bytes)
+    edge_feat_path = _find(raw, "edge-feat")
+    if edge_feat_path:
+        edata["feat"] = read_numeric_table(edge_feat_path, np.float32, expected_rows=src.shape[0],
+                                           expected_from="edges in edge.csv", chunk_bytes=chunk_bytes)
+    ndata.update(_masks(directory, split, num_nodes, chunk_bytes))
+    graph = Graph(num_nodes, src, dst, ndata, edata,
+                  name=name or os.path.basename(os.path.abspath(directory)), source=directory)
+    return graph.validate()

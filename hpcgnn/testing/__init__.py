@@ -1,0 +1,2 @@
+"""What the test suite shares and the runtime never imports: reference kernels (oracles),
+small generated graphs, and datasets partitioned from them."""

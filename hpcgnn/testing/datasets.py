@@ -1,0 +1,39 @@
+"""Small partitioned datasets for tests, and oracle views of them read straight from the files."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from hpcgnn.prep import ondisk
+from hpcgnn.prep.partition import partition_graph
+from hpcgnn.testing.graphs import clustered_graph
+
+
+def make_dataset(comm, shared_tmp, parts, name="ds", **graph_args):
+    """Collective over comm. Rank 0 partitions a generated graph into ``parts`` (METIS) under
+    ``shared_tmp`` once; every rank gets ``(path, graph)``."""
+    graph = clustered_graph(**graph_args)
+    path = os.path.join(shared_tmp, f"{name}{parts}")
+    if comm.rank == 0 and not os.path.exists(path):
+        partition_graph(graph, path, parts, "metis")
+    comm.barrier()
+    return path, graph
+
+
+def oracle(path):
+    """Local. New-id views of a dataset, from its part files: ``(orig id of each new id, indptr, indices)``
+    of the whole graph's in-edge CSC."""
+    meta = ondisk.read_meta(path)
+    parts = [ondisk.read_part(path, meta, p) for p in range(meta["num_parts"])]
+    orig = np.concatenate([p["orig_id"] for p in parts])
+    degrees = np.concatenate([np.diff(p["indptr"]) for p in parts])
+    indptr = np.concatenate([[0], np.cumsum(degrees)])
+    indices = np.concatenate([p["indices"] for p in parts]).astype(np.int64)
+    return orig, indptr, indices
+
+
+def input_eids(path):
+    """Local. For every global edge id, the edge's id in the partitioner's input."""
+    meta = ondisk.read_meta(path)
+    return np.concatenate([ondisk.read_part(path, meta, p)["eid"] for p in range(meta["num_parts"])]).astype(np.int64)

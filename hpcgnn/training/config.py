@@ -1,0 +1,124 @@
+"""The flags of ``hpcgnn train`` (and the TOML/YAML config files that mirror them) and of
+``hpcgnn evaluate``.
+
+Nothing here imports torch until the flags are parsed, so ``--help`` answers at once.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import tomllib
+
+from hpcgnn.runtime.errors import InputError
+
+
+def build_parser():
+    """Local. The ``hpcgnn train`` argument parser (every flag is also a ``--config`` key)."""
+    p = argparse.ArgumentParser(prog="hpcgnn train", description="Train a GNN on a partitioned dataset, "
+                                "one MPI rank per part: mpirun -np P python -m hpcgnn.train --data DIR ...")
+    p.add_argument("--config", help="TOML or YAML file whose keys mirror these flags (flags win)")
+    p.add_argument("--data", help="dataset directory written by 'hpcgnn partition' (required)")
+    p.add_argument("--model", default="sage", help="a registered model (hpcgnn.nn.MODELS): sage, gcn, gat")
+    p.add_argument("--aggregator", choices=("mean", "gcn"), default="mean", help="GraphSAGE aggregator")
+    p.add_argument("--fanouts", default="10,25",
+                   help="per layer, input layer first; 'all' (or --fanouts=-1,...) takes every neighbour")
+    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--layers", type=int, default=None, help="default: number of fanouts")
+    p.add_argument("--heads", type=int, default=4, help="GAT attention heads")
+    p.add_argument("--dropout", type=float, default=0.5, help="between layers")
+    p.add_argument("--input-dropout", type=float, default=0.0, help="on the input features")
+    p.add_argument("--embed-dim", type=int, default=0,
+                   help="learn a per-node embedding of this width (a DistEmbedding, sharded like the nodes), "
+                        "appended to the features, or the only input of a dataset without 'feat'")
+    p.add_argument("--embed-lr", type=float, default=0.01, help="SparseAdam learning rate of the node embedding")
+    p.add_argument("--norm", choices=("none", "batch", "layer"), default="none")
+    p.add_argument("--batch-size", type=int, default=1000, help="seeds per rank per step")
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--lr", type=float, default=0.003)
+    p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--prefetch", type=int, default=-1,
+                   help="batches sampled ahead on a background thread (0: none; default: 2 when each rank has "
+                        "a spare core, else 0, since the thread then only competes with the model)")
+    p.add_argument("--eval-every", type=int, default=1, help="epochs between evaluations (0: only at the end)")
+    p.add_argument("--eval-batch-size", type=int, default=10_000)
+    p.add_argument("--checkpoint-dir", help="where checkpoints go")
+    p.add_argument("--checkpoint-every", type=int, default=0, help="epochs between checkpoints (0: none)")
+    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --checkpoint-dir")
+    p.add_argument("--metrics", help="JSON-lines file: one record per epoch and a final one")
+    p.add_argument("--plot", help="directory for PNG curves and the per-rank time breakdown")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def parse_args(argv=None):
+    """Local. Flags, with defaults taken from ``--config`` when given."""
+    parser = build_parser()
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--config")
+    known, _ = pre.parse_known_args(argv)
+    if known.config:
+        parser.set_defaults(**read_config(known.config, parser))
+    args = parser.parse_args(argv)
+    try:
+        args.fanouts = [-1 if x.strip() == "all" else int(x) for x in str(args.fanouts).split(",")]
+    except ValueError:
+        raise InputError(None, "must be comma-separated integers", "--fanouts", args.fanouts) from None
+    if any(f == 0 or f < -1 for f in args.fanouts):
+        raise InputError(None, "fanouts must be positive or -1", "--fanouts", args.fanouts)
+    args.layers = args.layers or len(args.fanouts)
+    if args.layers != len(args.fanouts):
+        raise InputError(None, f"needs one fanout per layer ({args.layers} layers)", "--fanouts", args.fanouts)
+    if args.embed_dim < 0:
+        raise InputError(None, "must be 0 (none) or positive", "--embed-dim", args.embed_dim)
+    for flag in ("hidden", "batch_size", "epochs", "eval_batch_size"):
+        if getattr(args, flag) <= 0:
+            raise InputError(None, "must be positive", "--" + flag.replace("_", "-"), getattr(args, flag))
+    if (args.resume or args.checkpoint_every) and not args.checkpoint_dir:
+        raise InputError(None, "--resume and --checkpoint-every need --checkpoint-dir", "--checkpoint-dir")
+    if not args.data:
+        raise InputError(None, "is required", "--data")
+    if not os.path.isdir(args.data):
+        raise InputError(args.data, "dataset directory not found", "--data")
+    from hpcgnn.nn.registry import MODELS  # deferred: torch, only once the flags parsed (fast --help)
+
+    if args.model not in MODELS:
+        raise InputError(None, f"unknown model (choose from {', '.join(MODELS)})", "--model", args.model)
+    return args
+
+
+def read_config(path, parser):
+    """Local. Keys of a TOML/YAML file as argparse defaults (dashes or underscores)."""
+    if not os.path.exists(path):
+        raise InputError(path, "config file not found", "--config")
+    try:
+        if path.endswith((".yaml", ".yml")):
+            import yaml  # deferred: optional dependency, needed only for YAML configs
+
+            with open(path) as fh:
+                values = yaml.safe_load(fh) or {}
+        else:
+            with open(path, "rb") as fh:
+                values = tomllib.load(fh)
+    except Exception as exc:  # any parse error becomes one line naming the file
+        raise InputError(path, f"unreadable config ({exc})", "--config") from None
+    known = set(vars(parser.parse_args([])))  # every flag, at its default
+    defaults = {}
+    for key, value in values.items():
+        dest = key.replace("-", "_")
+        if dest not in known or dest == "config":
+            raise InputError(path, "unknown key", key, value)
+        defaults[dest] = ",".join(map(str, value)) if isinstance(value, list) else value
+    return defaults
+
+
+def build_evaluate_parser():
+    """Local. The ``hpcgnn evaluate`` argument parser."""
+    p = argparse.ArgumentParser(prog="hpcgnn evaluate",
+                                description="Full-neighbourhood distributed inference of a trained checkpoint.")
+    p.add_argument("--data", required=True, help="partitioned dataset directory")
+    p.add_argument("--checkpoint", required=True, help="checkpoint file written by hpcgnn train")
+    p.add_argument("--batch-size", type=int, default=10_000, help="nodes per inference batch")
+    p.add_argument("--save-embeddings", metavar="DIR",
+                   help="write each rank's output rows (keyed by original id) to DIR/embeddings-RANK.h5")
+    return p

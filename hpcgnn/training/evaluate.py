@@ -1,0 +1,53 @@
+"""Evaluate a checkpoint: rebuild its model from the config it carries, run full-neighbourhood
+inference, report accuracy on every split and optionally save each rank's output rows."""
+from __future__ import annotations
+
+import os
+
+import torch
+
+from hpcgnn.graph import DistGraph
+from hpcgnn.nn import build_model
+from hpcgnn.runtime.errors import InputError
+from hpcgnn.store import DistEmbedding
+from hpcgnn.training.checkpoint import embedding_shard_path, load_checkpoint
+from hpcgnn.training.inference import input_rows, layerwise_inference, save_embeddings, split_accuracy
+from hpcgnn.training.session import EMBEDDING_NAME
+
+
+def model_from_checkpoint(state, graph) -> torch.nn.Module:
+    """Local. The checkpoint's model with its trained parameters.
+
+    Checkpoints older than the model registry lack ``in_dim``: it is then the feature width
+    plus the embedding width, as the trainer built it.
+    """
+    config = state["config"]
+    in_dim = config.get("in_dim")
+    if in_dim is None:
+        in_dim = (graph.ndata["feat"].shape[1] if "feat" in graph.ndata else 0) + config.get("embed_dim", 0)
+    model = build_model(config, in_dim, config["num_classes"])
+    model.load_state_dict(state["model"])
+    return model
+
+
+def evaluate_checkpoint(args, comm) -> dict:
+    """Collective over comm. Accuracy and loss of ``args.checkpoint`` on every split of ``args.data``."""
+    if not os.path.exists(args.checkpoint):
+        raise InputError(args.checkpoint, "checkpoint not found", "--checkpoint")
+    graph = DistGraph(args.data, comm)
+    state = load_checkpoint(args.checkpoint)
+    model = model_from_checkpoint(state, graph)
+    embedding = None
+    if state["config"].get("embed_dim"):  # the learnable node embedding: this rank's shard beside the checkpoint
+        directory = args.checkpoint if os.path.isdir(args.checkpoint) else os.path.dirname(args.checkpoint)
+        embedding = DistEmbedding(graph.num_nodes, state["config"]["embed_dim"], name=EMBEDDING_NAME, comm=comm,
+                                  book=graph.book)
+        embedding.load(embedding_shard_path(directory, state["epoch"], comm.rank) + ".emb.npz")
+    logits = layerwise_inference(model, graph, args.batch_size, inputs=input_rows(graph, embedding))
+    accuracy = split_accuracy(logits, graph)
+    if args.save_embeddings:
+        save_embeddings(logits, graph, os.path.join(args.save_embeddings, f"embeddings-{comm.rank:05d}.h5"))
+    if embedding is not None:
+        embedding.close()
+    graph.close()
+    return accuracy

@@ -1,0 +1,111 @@
+"""The training loop: synchronous data-parallel mini-batch training, one MPI rank per part.
+
+Every rank runs :func:`run` top to bottom on its own partition: sample mini-batches of its
+training nodes, forward and backward on blocks, one Allreduce of a flat gradient buffer,
+optimizer step, identical parameters everywhere. Validation and test accuracy come from a
+full-neighbourhood distributed inference, not a sampled estimate.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from hpcgnn.runtime.collectives import allreduce_
+from hpcgnn.training.checkpoint import resume_session, save_session
+from hpcgnn.training.inference import input_rows, layerwise_inference, model_inputs, split_accuracy
+from hpcgnn.training.plots import plot_history
+from hpcgnn.training.reporting import Reporter, epoch_record, final_record, progress
+from hpcgnn.training.session import Session, open_session
+
+
+class StepResult(NamedTuple):
+    """Local. What one step adds to the epoch's sums, and where its time went."""
+
+    loss_sum: float
+    correct: float
+    seen: int
+    compute_s: float
+    allreduce_s: float
+
+
+def train_step(session: Session, batch) -> StepResult:
+    """Collective over session.comm. Forward, backward, gradient Allreduce (mean) and optimizer steps."""
+    t0 = time.perf_counter()
+    session.grads.zero()
+    x = model_inputs(batch.feat, session.embedding, batch.input_gids)
+    logits = session.model(batch.blocks, x, batch.input_degree)
+    labels = batch.label.long()
+    loss = F.cross_entropy(logits, labels) if labels.numel() else logits.sum() * 0.0  # a padding step
+    loss.backward()
+    t1 = time.perf_counter()
+    allreduce_(session.grads.buffer.numpy(), session.comm, average=True)
+    t2 = time.perf_counter()
+    session.optimizer.step()
+    if session.embed_optimizer is not None:
+        session.embed_optimizer.step()  # collective: every rank takes the same number of steps
+    return StepResult(float(loss.detach()) * labels.numel(), float((logits.argmax(1) == labels).sum()),
+                      labels.numel(), (t1 - t0) + (time.perf_counter() - t2), t2 - t1)
+
+
+def train_epoch(session: Session, epoch, show_progress=False) -> dict:
+    """Collective over session.comm. One pass over the loader; the epoch's record
+    (loss, training accuracy, epoch time, seconds per phase)."""
+    session.model.train()
+    totals = np.zeros(3)
+    compute_s = allreduce_s = 0.0
+    t_epoch = time.perf_counter()
+    for batch in progress(session.loader, len(session.loader), epoch, show_progress):
+        step = train_step(session, batch)
+        totals += (step.loss_sum, step.correct, step.seen)
+        compute_s += step.compute_s
+        allreduce_s += step.allreduce_s
+    epoch_time = time.perf_counter() - t_epoch
+    stats = session.loader.stats
+    phases = {"sample": stats.sample_s, "gather": stats.gather_s, "compute": compute_s, "allreduce": allreduce_s,
+              "wait": stats.wait_s}
+    return epoch_record(session.comm, epoch + 1, totals, epoch_time, phases)
+
+
+def evaluate(session: Session, batch_size) -> dict:
+    """Collective over session.comm. Full-neighbourhood accuracy and loss on every split, and its time."""
+    t0 = time.perf_counter()
+    logits = layerwise_inference(session.model, session.graph, batch_size,
+                                 inputs=input_rows(session.graph, session.embedding))
+    return dict(split_accuracy(logits, session.graph), eval_time_s=time.perf_counter() - t0)
+
+
+def every(period, epoch, last) -> bool:
+    """Local. True after ``epoch`` (0-based) when ``period`` divides it, and always after the last."""
+    return bool(period) and (epoch + 1) % period == 0 or epoch + 1 == last
+
+
+def run(args, comm):
+    """Collective over comm. Train as ``args`` say; return ``(model, history)`` (history: per-epoch records)."""
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    session = open_session(args, comm)
+    first_epoch, history = resume_session(session, args.checkpoint_dir) if args.resume else (0, [])
+    session.loader.epoch = first_epoch
+    report = Reporter(comm.rank, args.metrics, append=args.resume)
+    report.say(f"hpcgnn train: {session.graph.name} {session.graph.num_nodes:,} nodes "
+               f"{session.graph.num_edges:,} edges, {comm.size} ranks, {args.model} {args.layers}x{args.hidden}, "
+               f"fanouts {args.fanouts}, {len(session.loader)} steps/epoch, {session.config['num_classes']} classes")
+
+    for epoch in range(first_epoch, args.epochs):
+        record = train_epoch(session, epoch, show_progress=comm.rank == 0 and not args.no_progress)
+        if every(args.eval_every, epoch, args.epochs):
+            record.update(evaluate(session, args.eval_batch_size))
+        history.append(record)
+        report.epoch(record)
+        if args.checkpoint_every and (epoch + 1) % args.checkpoint_every == 0:
+            save_session(session, args.checkpoint_dir, epoch + 1, history)
+
+    report.final(final_record(comm, history, args.epochs))
+    if args.plot and comm.rank == 0:
+        plot_history(history, args.plot)
+    session.close()
+    return session.model, history

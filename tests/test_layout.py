@@ -1,0 +1,189 @@
+"""The rules of the package layout (README, "Architecture"), checked on the source with ``ast``.
+
+- imports point one way: a module imports only its own layer or lower ones, never a cycle;
+- imports sit at the top of a module, except ones deferred on purpose (marked ``# deferred:``);
+- no module reads another object's private (``_name``) attributes;
+- functions of the runtime path (graph, sampling, loading, training) stay short.
+"""
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent / "hpcgnn"
+
+#: lowest first; a module may import its own layer and the ones before it
+LAYERS = ("runtime", "prep", "store", "graph", "sampling", "loading", "nn", "training", "testing")
+TOP = len(LAYERS)  # the package facade and the command entry points
+SHORT_FUNCTION_LAYERS = ("graph", "sampling", "loading", "training")
+MAX_FUNCTION_LINES = 60
+#: compiled kernels (cython/): below every layer, importable by all
+KERNELS = {"hpcgnn._csr", "hpcgnn._sample", "hpcgnn._dense"}
+#: underscore names that are part of a library's contract: ``os._exit`` (exit without unwinding),
+#: and the reconstructors that pickled numpy arrays name (the Planetoid reader allow-lists them)
+PUBLIC_UNDERSCORE = {("os", "_exit"), ("_multiarray", "_reconstruct"), ("copyreg", "_reconstructor")}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer_of(module: str) -> int:
+    if module in KERNELS:
+        return -1
+    parts = module.split(".")
+    return LAYERS.index(parts[1]) if len(parts) > 1 and parts[1] in LAYERS else TOP
+
+
+def sources():
+    return {module_name(p): (p, ast.parse(p.read_text(), filename=str(p))) for p in sorted(ROOT.rglob("*.py"))}
+
+
+def is_module(name, modules) -> bool:
+    return name in modules or name in KERNELS
+
+
+def imported_modules(node, importer, modules):
+    """The hpcgnn modules one import statement loads (a ``from pkg import name`` of a submodule
+    counts as that submodule)."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names if a.name.split(".")[0] == "hpcgnn"]
+    base = node.module or ""
+    if node.level:  # relative: resolved against the importer's package
+        package = importer.split(".")
+        if not (ROOT / Path(*package[1:]) / "__init__.py").exists() or len(package) == 1:
+            package = package[:-1]
+        base = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
+    if base.split(".")[0] != "hpcgnn":
+        return []
+    return [f"{base}.{a.name}" if is_module(f"{base}.{a.name}", modules) else base for a in node.names]
+
+
+def import_graph():
+    modules = sources()
+    edges = {}
+    for name, (_, tree) in modules.items():
+        edges[name] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                edges[name].update(imported_modules(node, name, modules))
+    return edges
+
+
+def find_cycle(edges):
+    state, stack = {}, []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == "open":
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        stack.pop()
+        state[node] = "done"
+        return None
+
+    for node in sorted(edges):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_the_import_graph_is_acyclic():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_imports_point_down_the_layers():
+    wrong = []
+    for importer, targets in import_graph().items():
+        for target in targets:
+            if layer_of(target) > layer_of(importer):
+                wrong.append(f"{importer} ({layer_name(importer)}) imports {target} ({layer_name(target)})")
+            if target.startswith("hpcgnn.testing") and not importer.startswith("hpcgnn.testing"):
+                wrong.append(f"{importer} imports the test helpers {target}")
+    assert not wrong, "\n".join(wrong)
+
+
+def layer_name(module):
+    index = layer_of(module)
+    return "kernels" if index < 0 else LAYERS[index] if index < TOP else "top level"
+
+
+def test_function_level_imports_are_deferred_on_purpose():
+    undeclared = []
+    for path, tree in sources().values():
+        lines = path.read_text().splitlines()
+        for func in ast.walk(tree):
+            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(func):
+                if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                    continue
+                line = lines[node.lineno - 1]
+                if "# deferred:" not in line:
+                    undeclared.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: {line.strip()}")
+    assert not undeclared, "imports inside functions need a '# deferred: why' comment:\n" + "\n".join(undeclared)
+
+
+def test_no_module_reads_private_attributes_of_another():
+    found = []
+    for path, tree in sources().values():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and is_private(node.attr):
+                owner = node.value.id if isinstance(node.value, ast.Name) else None
+                if owner in ("self", "cls") or (owner, node.attr) in PUBLIC_UNDERSCORE:
+                    continue
+                found.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: .{node.attr}")
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("hpcgnn"):
+                for alias in node.names:
+                    if is_private(alias.name) and f"{node.module}.{alias.name}" not in KERNELS:
+                        found.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: import {alias.name}")
+    assert not found, "private names read from outside their owner:\n" + "\n".join(found)
+
+
+def is_private(name):
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def test_runtime_path_functions_stay_short():
+    long = []
+    for name, (path, tree) in sources().items():
+        parts = name.split(".")
+        if len(parts) < 2 or parts[1] not in SHORT_FUNCTION_LAYERS:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: {node.name} ({length} lines)")
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(long)
+
+
+@pytest.mark.parametrize("bad", ["upward", "cycle"])
+def test_the_checks_catch_a_violation(bad, tmp_path, monkeypatch):
+    """The graph checks see what they claim to: plant one violation in a copy of the package."""
+    import shutil
+
+    copy = tmp_path / "hpcgnn"
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    victim = copy / "runtime" / "rng.py"
+    if bad == "upward":
+        victim.write_text(victim.read_text() + "\nfrom hpcgnn.training import loop  # noqa\n")
+    else:
+        (copy / "runtime" / "files.py").write_text((copy / "runtime" / "files.py").read_text()
+                                                   + "\nfrom hpcgnn.runtime import rng  # noqa\n")
+        victim.write_text(victim.read_text() + "\nfrom hpcgnn.runtime import files  # noqa\n")
+    monkeypatch.setattr(f"{__name__}.ROOT", copy)
+    if bad == "upward":
+        with pytest.raises(AssertionError, match="imports hpcgnn.training.loop"):
+            test_imports_point_down_the_layers()
+    else:
+        with pytest.raises(AssertionError, match="import cycle"):
+            test_the_import_graph_is_acyclic()
+
