@@ -28,13 +28,13 @@ NETNS = os.path.join(os.path.dirname(common.ROOT), "shared", "tools", "netns_mpi
 PHASES = ("sample", "gather", "compute", "allreduce", "wait")
 
 
-def train(parts, ranks, epochs, prefetch, machines=0, ppn=1):
+def train(parts, ranks, epochs, prefetch, machines=0, ppn=1, extra=()):
     """One training run; ``machines`` > 0 spreads the ranks over that many emulated machines."""
     where = f"{machines}m{ppn}" if machines else "host"
     metrics = os.path.join(common.WORK, f"network_{os.path.basename(parts)}_{where}_p{prefetch}.jsonl")
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     program = [sys.executable, "-m", "hpcgnn.train", "--data", parts, "--epochs", str(epochs), "--metrics", metrics,
-               "--prefetch", str(prefetch), *MODEL]
+               "--prefetch", str(prefetch), *MODEL, *extra]
     if machines:
         cmd = ["bash", NETNS, str(machines), "-n", str(ranks), *program]
         env = {"MPIEXEC": mpiexec, "PPN": str(ppn)}
@@ -57,12 +57,13 @@ def main():
     parser.add_argument("--ppn", default="1,2", help="ranks per machine, comma-separated")
     parser.add_argument("--prefetch", default="0,-1", help="--prefetch values of hpcgnn train (-1: its default)")
     parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--train-args", default="", help="extra flags of hpcgnn train for both runs")
     args = parser.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench/network.py needs root (network namespaces)")
     common.print_header(f"network benchmark: {args.machines} emulated machines (TCP) vs one host (shared memory)")
     print("| graph | machines x ranks | prefetch | one host epoch s | across machines epoch s | ratio | "
-          "phases across machines (max s: sample/gather/compute/allreduce/wait) | test acc host / machines |\n"
+          "phases host vs machines (max s: sample/gather/compute/allreduce/wait) | test acc host / machines |\n"
           "|---|---|---|---|---|---|---|---|", flush=True)
     for tag in args.graphs.split(","):
         graph = common.ensure_graph(*GRAPHS[tag])
@@ -70,9 +71,10 @@ def main():
             ranks = args.machines * ppn
             parts = common.ensure_parts(graph, ranks, f"train_{tag}")
             for prefetch in [int(x) for x in args.prefetch.split(",")]:
-                host = train(parts, ranks, args.epochs, prefetch)
-                net = train(parts, ranks, args.epochs, prefetch, args.machines, ppn)
-                ph = "/".join(f"{net['phases'][k]:.2f}" for k in PHASES)
+                extra = args.train_args.split()
+                host = train(parts, ranks, args.epochs, prefetch, extra=extra)
+                net = train(parts, ranks, args.epochs, prefetch, args.machines, ppn, extra)
+                ph = " vs ".join("/".join(f"{run['phases'][k]:.2f}" for k in PHASES) for run in (host, net))
                 ratio = net["epoch_s"] / host["epoch_s"]
                 print(f"| {tag} | {args.machines} x {ppn} | {prefetch} | {host['epoch_s']:.2f} | "
                       f"{net['epoch_s']:.2f} | {ratio:.2f} | {ph} | {host['test_acc']:.4f} / {net['test_acc']:.4f} |",

@@ -5,6 +5,11 @@ then re-runs that one test under ``mpiexec -n nranks`` with a timeout, so a dead
 test instead of hanging the suite. Inside the ranks the ``comm`` fixture is MPI.COMM_WORLD and
 ``shared_tmp`` is one directory seen by every rank. A failing rank aborts the whole job at
 once rather than leaving the others waiting in a collective.
+
+``@pytest.mark.mpi(sizes=(2,), machines=2)`` runs the ranks on that many emulated machines
+(``../shared/tools/netns_mpirun.sh``: separate network, IPC and mount namespaces, so MPI talks
+TCP between them, as across the nodes of a cluster). That needs root and the tool; without
+them the test is skipped, saying why.
 """
 import os
 import shutil
@@ -17,6 +22,8 @@ import pytest
 CHILD_ENV = "HPCGNN_MPI_CHILD"
 SHARED_ENV = "HPCGNN_TEST_DIR"
 DEFAULT_TIMEOUT = 120
+NETNS_TOOL = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                          "shared", "tools", "netns_mpirun.sh")
 
 
 def in_mpi_child():
@@ -60,8 +67,15 @@ def pytest_pyfunc_call(pyfuncitem):
     if exe is None:
         pytest.fail("mpiexec not found (run 'make install')")
     env = dict(os.environ, **{CHILD_ENV: "1", SHARED_ENV: shared, "OMP_NUM_THREADS": "1"})
-    cmd = [exe, "-n", str(nranks), sys.executable, "-m", "pytest", "-q", "-x", "--no-header",
-           "-p", "no:cacheprovider", pyfuncitem.nodeid]
+    program = [sys.executable, "-m", "pytest", "-q", "-x", "--no-header", "-p", "no:cacheprovider", pyfuncitem.nodeid]
+    machines = marker.kwargs.get("machines", 0)
+    if machines:
+        if os.geteuid() != 0 or not os.path.exists(NETNS_TOOL):
+            pytest.skip(f"emulated machines need root and {NETNS_TOOL}")
+        env.update(MPIEXEC=exe, PPN=str(-(-nranks // machines)))
+        cmd = ["bash", NETNS_TOOL, str(machines), "-n", str(nranks), *program]
+    else:
+        cmd = [exe, "-n", str(nranks), *program]
     proc = subprocess.Popen(cmd, cwd=str(pyfuncitem.config.rootpath), env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:

@@ -1,11 +1,15 @@
 """The fetch step: the node fields a sampled batch needs, gathered by global id.
 
 This is where a feature cache or a device copy plugs in: a loader calls one ``fetch(batch)``
-per batch, on its prefetch thread when it has one.
+per batch, on its prefetch thread when it has one. With a
+:class:`~hpcgnn.loading.cache.RemoteRowCache` of the feature field, cached rows of other
+nodes are copied locally instead of crossing the network.
 """
 from __future__ import annotations
 
 import torch
+
+from hpcgnn.loading.cache import off_node
 
 
 class FieldFetch:
@@ -17,16 +21,37 @@ class FieldFetch:
     feature, label : str or None
         Node fields gathered into ``batch.feat`` (rows of ``input_gids``) and ``batch.label``
         (rows of ``seed_gids``) as torch tensors; None skips one.
+    cache : RemoteRowCache, optional
+        A cache of the feature field's rows on other nodes.
+
+    Attributes
+    ----------
+    remote_rows, cache_hits : int
+        Feature rows requested from other nodes so far, and how many of them the cache served.
     """
 
-    def __init__(self, graph, feature="feat", label="label"):
+    def __init__(self, graph, feature="feat", label="label", cache=None):
         self.feature = None if feature is None else graph.ndata[feature]
         self.label = None if label is None else graph.ndata[label]
+        if cache is not None and cache.tensor is not self.feature:
+            raise ValueError("the cache holds rows of another field than the one fetched")
+        self.cache = cache
+        self.row_bytes = 0 if self.feature is None else self.feature.window.row_bytes
+        self.remote_rows = self.cache_hits = 0
 
     def __call__(self, batch):
         """Local. Fill ``batch.feat`` and ``batch.label``; returns the batch."""
         if self.feature is not None:
-            batch.feat = torch.from_numpy(self.feature.gather(batch.input_gids))
+            batch.feat = torch.from_numpy(self._features(batch.input_gids))
         if self.label is not None:
             batch.label = torch.from_numpy(self.label.gather(batch.seed_gids))
         return batch
+
+    def _features(self, gids):
+        if self.cache is None:
+            self.remote_rows += int(off_node(self.feature, gids).sum())
+            return self.feature.gather(gids)
+        rows, remote, hits = self.cache.gather(gids)
+        self.remote_rows += remote
+        self.cache_hits += hits
+        return rows

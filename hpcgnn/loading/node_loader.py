@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+from hpcgnn.loading.cache import RemoteRowCache, hot_remote_rows
 from hpcgnn.loading.fetch import FieldFetch
 from hpcgnn.loading.plan import BatchPlan
 from hpcgnn.loading.prefetch import LoaderStats, iterate
@@ -34,6 +35,9 @@ class NodeDataLoader:
         Node fields gathered into ``batch.feat`` (rows of ``input_gids``) and ``batch.label``
         (rows of ``seed_gids``) as torch tensors; None skips one.
     seed : int
+    cache_bytes : int
+        Budget of a :class:`~hpcgnn.loading.cache.RemoteRowCache` of the feature rows of other
+        nodes that batches read most (0: no cache). Choosing them samples batches first.
 
     Attributes
     ----------
@@ -44,11 +48,16 @@ class NodeDataLoader:
     """
 
     def __init__(self, graph, seed_gids, sampler, batch_size, shuffle=True, drop_last=False, prefetch=2,
-                 feature="feat", label="label", seed=0):
+                 feature="feat", label="label", seed=0, cache_bytes=0):
         self.graph = graph
         self.plan = BatchPlan(seed_gids, batch_size, graph.comm, shuffle, drop_last, seed)
         self.sampler = sampler
-        self.fetch = FieldFetch(graph, feature, label)
+        self.cache = None
+        if cache_bytes > 0 and feature is not None:
+            tensor = graph.ndata[feature]
+            capacity = int(cache_bytes) // max(tensor.window.row_bytes, 1)
+            self.cache = RemoteRowCache(tensor, hot_remote_rows(tensor, sampler, graph, self.plan, capacity, seed))
+        self.fetch = FieldFetch(graph, feature, label, self.cache)
         self.prefetch = int(prefetch)
         self.epoch = 0
         self.stats = LoaderStats()
@@ -62,12 +71,18 @@ class NodeDataLoader:
 
     def load(self, seeds, batch_seed):
         """Local. Sample one batch and gather its fields."""
+        sent, remote, hits = self.graph.network_bytes(), self.fetch.remote_rows, self.fetch.cache_hits
         t0 = time.perf_counter()
         batch = self.sampler.sample(self.graph, seeds, seed=batch_seed)
         t1 = time.perf_counter()
         self.fetch(batch)
-        self.stats.sample_s += t1 - t0
-        self.stats.gather_s += time.perf_counter() - t1
+        stats = self.stats
+        stats.sample_s += t1 - t0
+        stats.gather_s += time.perf_counter() - t1
+        stats.network_bytes += self.graph.network_bytes() - sent
+        stats.remote_rows += self.fetch.remote_rows - remote
+        stats.cache_hits += self.fetch.cache_hits - hits
+        stats.cache_saved_bytes += (self.fetch.cache_hits - hits) * self.fetch.row_bytes
         return batch
 
     def __iter__(self):

@@ -22,17 +22,25 @@ class LoaderStats:
 
     ``sample_s`` and ``gather_s`` are spent wherever batches are made (the prefetch thread when
     there is one); ``wait_s`` is what the consumer waited for them, ``batches`` how many it got.
+    The counters cover the batches made this epoch.
     """
 
     sample_s: float = 0.0
     gather_s: float = 0.0
     wait_s: float = 0.0
     batches: int = 0
+    #: bytes of rows read from ranks on other nodes (adjacency and fields)
+    network_bytes: int = 0
+    #: feature rows the batches needed from other nodes, and how many a cache served
+    remote_rows: int = 0
+    cache_hits: int = 0
+    #: bytes the cache's hits kept off the network
+    cache_saved_bytes: int = 0
 
     def reset(self):
         """Local. Zero every counter (a loader does so at the start of each epoch)."""
         self.sample_s = self.gather_s = self.wait_s = 0.0
-        self.batches = 0
+        self.batches = self.network_bytes = self.remote_rows = self.cache_hits = self.cache_saved_bytes = 0
 
 
 class InlineIterator:

@@ -46,15 +46,23 @@ def node_comm(comm):
     return comm.Split_type(mpi().COMM_TYPE_SHARED, key=comm.rank)
 
 
+def host_id() -> str:
+    """Local. What identifies the kernel this process runs under: ranks with the same id share
+    the same CPUs, even when they sit in separate containers or network namespaces that MPI
+    treats as separate nodes (the kernel's boot id; the host name where there is none)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            return fh.read().strip()
+    except OSError:
+        return os.uname().nodename
+
+
 def cores_per_rank(comm) -> int:
     """Collective over comm. CPU cores this rank can count on: its affinity set, shared with the
-    ranks on the same node whose sets overlap it (unbound ranks share every core)."""
+    ranks under the same kernel whose sets overlap it (unbound ranks share every core)."""
     mine = set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
-    node = comm.Split_type(mpi().COMM_TYPE_SHARED, key=comm.rank)  # the real node, even when RMA is forced
-    try:
-        sharing = sum(1 for other in node.allgather(sorted(mine)) if mine & set(other))
-    finally:
-        node.Free()
+    here = host_id()
+    sharing = sum(1 for host, other in comm.allgather((here, sorted(mine))) if host == here and mine & set(other))
     return max(1, len(mine) // max(sharing, 1))
 
 

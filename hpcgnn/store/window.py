@@ -64,6 +64,9 @@ class RowWindow(CollectiveResource):
         This rank's shard, writable, shape ``(num_local_rows, *row_shape)``.
     counts : ndarray
         Rows per rank.
+    network_bytes : int
+        Bytes of rows this rank has read from or written to ranks on other nodes (payload only:
+        what crosses the network, whatever MPI adds to it).
     """
 
     def __init__(self, comm, num_local_rows, row_shape=(), dtype=np.float32, ncomm=None):
@@ -103,6 +106,7 @@ class RowWindow(CollectiveResource):
         unit = next(u for u in (8, 4, 2, 1) if self.row_bytes % u == 0) if self.row_bytes else 1
         self._elemtype = {8: MPI.INT64_T, 4: MPI.INT32_T, 2: MPI.INT16_T, 1: MPI.BYTE}[unit]
         self._elems_per_row = self.row_bytes // unit
+        self.network_bytes = 0
         _register(self)
 
     def _peer_view(self, node_rank):
@@ -152,6 +156,7 @@ class RowWindow(CollectiveResource):
             self._copy_node_rows(slots, lids, out, None)
             return out
         remote = np.flatnonzero(~local)
+        self.network_bytes += remote.shape[0] * self.row_bytes
         requests, types, stage, positions = self._post_gets(owners[remote], lids[remote], remote)
         if local.any():
             where = np.flatnonzero(local)
@@ -210,6 +215,7 @@ class RowWindow(CollectiveResource):
         remote = np.flatnonzero(slots < 0)
         if remote.shape[0] == 0:
             return
+        self.network_bytes += remote.shape[0] * self.row_bytes
         flat = values.reshape(-1).view(np.uint8)
         for owner in np.unique(owners[remote]):
             pick = remote[owners[remote] == owner]

@@ -40,6 +40,12 @@ def build_parser():
     p.add_argument("--prefetch", type=int, default=-1,
                    help="batches sampled ahead on a background thread (0: none; default: 2 when each rank has "
                         "a spare core, else 0, since the thread then only competes with the model)")
+    p.add_argument("--cache-mb", type=float, default=0,
+                   help="per rank: MB of feature rows of other nodes kept locally, the ones batches read most "
+                        "(chosen by sampling batches first; 0: no cache)")
+    p.add_argument("--progress-ms", type=float, default=-1,
+                   help="milliseconds between the polls that serve other ranks' reads while this rank computes "
+                        "(0: none; default: 0.5 when the job spans several nodes, else none)")
     p.add_argument("--eval-every", type=int, default=1, help="epochs between evaluations (0: only at the end)")
     p.add_argument("--eval-batch-size", type=int, default=10_000)
     p.add_argument("--checkpoint-dir", help="where checkpoints go")

@@ -27,18 +27,32 @@ def phase_extremes(comm, phases) -> dict:
     return {k: (float(a), float(b)) for k, a, b in zip(PHASES, low, high)}
 
 
-def epoch_record(comm, epoch, totals, epoch_time, phases) -> dict:
+def epoch_record(comm, epoch, totals, epoch_time, phases, stats=None) -> dict:
     """Collective over comm. The record of ``epoch`` (1-based) from this rank's sums.
 
     ``totals`` is ``[loss summed over seeds, correct predictions, seeds]``; ``phases`` this
-    rank's seconds by phase. Rank 0's record also holds every rank's phases.
+    rank's seconds by phase; ``stats`` the loader's :class:`~hpcgnn.loading.LoaderStats`, whose
+    traffic counters are summed over ranks. Rank 0's record also holds every rank's phases.
     """
     totals = np.asarray(totals, dtype=np.float64).copy()
     comm.Allreduce(mpi().IN_PLACE, totals, op=mpi().SUM)
     seen = max(totals[2], 1)
-    return {"epoch": epoch, "loss": totals[0] / seen, "train_acc": totals[1] / seen,
-            "epoch_time_s": comm.allreduce(epoch_time, op=mpi().MAX), "phases_s": phase_extremes(comm, phases),
-            "rank_phases_s": comm.gather(phases, root=0)}
+    record = {"epoch": epoch, "loss": totals[0] / seen, "train_acc": totals[1] / seen,
+              "epoch_time_s": comm.allreduce(epoch_time, op=mpi().MAX), "phases_s": phase_extremes(comm, phases),
+              "rank_phases_s": comm.gather(phases, root=0)}
+    if stats is not None:
+        record.update(traffic_record(comm, stats))
+    return record
+
+
+def traffic_record(comm, stats) -> dict:
+    """Collective over comm. The epoch's traffic between nodes, summed over ranks: MB read over the
+    network, feature rows needed from other nodes, the cache's hit rate and MB it saved."""
+    sums = np.array([stats.network_bytes, stats.remote_rows, stats.cache_hits, stats.cache_saved_bytes],
+                    dtype=np.float64)
+    comm.Allreduce(mpi().IN_PLACE, sums, op=mpi().SUM)
+    return {"network_MB": sums[0] / 2**20, "remote_rows": int(sums[1]),
+            "cache_hit_rate": sums[2] / sums[1] if sums[1] else 0.0, "cache_saved_MB": sums[3] / 2**20}
 
 
 def final_record(comm, history, epochs) -> dict:
@@ -49,6 +63,9 @@ def final_record(comm, history, epochs) -> dict:
     final.update(selection(history))
     if history:
         final["phases_s"] = {k: float(np.median([r["phases_s"][k][1] for r in history])) for k in PHASES}
+        for key in ("network_MB", "cache_hit_rate", "cache_saved_MB"):
+            if all(key in r for r in history):
+                final[key] = float(np.median([r[key] for r in history]))
     final["peak_rss_MiB"] = comm.gather(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, root=0)
     return final
 
@@ -77,8 +94,13 @@ def epoch_line(record) -> str:
     ph = record["phases_s"]
     parts = " ".join(f"{k} {ph[k][0]:.2f}/{ph[k][1]:.2f}" for k in PHASES)
     acc = "".join(f" {k} {record[k]:.4f}" for k in ("val_acc", "test_acc") if record.get(k) is not None)
+    net = ""
+    if record.get("network_MB"):
+        net = f" network {record['network_MB']:.1f}MB"
+        if record.get("cache_saved_MB"):
+            net += f" cache hit {record['cache_hit_rate']:.2f} saved {record['cache_saved_MB']:.1f}MB"
     return (f"epoch {record['epoch']:3d} loss {record['loss']:.4f} train_acc {record['train_acc']:.4f}{acc} "
-            f"time {record['epoch_time_s']:.2f}s [min/max s: {parts}]")
+            f"time {record['epoch_time_s']:.2f}s [min/max s: {parts}]{net}")
 
 
 def final_line(final) -> str:

@@ -78,7 +78,7 @@ def model_config(args, graph, comm) -> dict:
 
 def open_session(args, comm) -> Session:
     """Collective over comm. Load the dataset and build the loader, model and optimizers."""
-    graph = DistGraph(args.data, comm)
+    graph = DistGraph(args.data, comm, progress_interval=None if args.progress_ms < 0 else args.progress_ms / 1000)
     config = model_config(args, graph, comm)
     torch.manual_seed(derive_seed(args.seed, "model_init"))
     model = build_model(config, config["in_dim"], config["num_classes"])
@@ -87,7 +87,8 @@ def open_session(args, comm) -> Session:
     sampler = NeighborSampler(args.fanouts, input_degrees=getattr(model, "needs_degrees", False))
     prefetch = args.prefetch if args.prefetch >= 0 else (2 if cores_per_rank(comm) > 1 else 0)
     loader = NodeDataLoader(graph, node_split("train_mask", graph, seed=args.seed), sampler, args.batch_size,
-                            prefetch=prefetch, seed=args.seed, feature="feat" if "feat" in graph.ndata else None)
+                            prefetch=prefetch, seed=args.seed, feature="feat" if "feat" in graph.ndata else None,
+                            cache_bytes=int(args.cache_mb * 2**20))
     # the fused CPU kernel: one pass over all parameters, a third of the foreach version's time
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay, fused=True)
     grads = FlatGradients(model)

@@ -259,3 +259,31 @@ def test_evaluate_checkpoint_and_save_embeddings(tmp_path, capsys):
     with pytest.raises(SystemExit):
         evaluate_main(["--data", str(tmp_path / "d"), "--checkpoint", str(tmp_path / "missing.pt")])
     assert "missing.pt" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_losses_across_emulated_machines_equal_one_host(tmp_path, ranks):
+    """2 machines talking TCP (with a progress thread and a remote-row cache) train exactly as one host."""
+    from hpcgnn.prep.partition import partition_graph
+    from hpcgnn.testing.graphs import clustered_graph
+    from tests.conftest import NETNS_TOOL, mpiexec_path
+
+    if os.geteuid() != 0 or not os.path.exists(NETNS_TOOL):
+        pytest.skip(f"emulated machines need root and {NETNS_TOOL}")
+    partition_graph(clustered_graph(num_nodes=1200, p_inside=0.8), tmp_path / "d", ranks, "metis")
+    program = [sys.executable, "-m", "hpcgnn.train", "--data", str(tmp_path / "d"), "--epochs", "3", "--hidden", "16",
+               "--fanouts", "4,5", "--batch-size", "60", "--no-progress", "--prefetch", "1", "--eval-every", "3"]
+    env = dict(os.environ, OMP_NUM_THREADS="1", MPIEXEC=mpiexec_path(), PPN=str(ranks // 2))
+    runs = {}
+    for where, launch, extra in (("host", [mpiexec_path(), "-n", str(ranks)], []),
+                                 ("machines", ["bash", NETNS_TOOL, "2", "-n", str(ranks)], ["--cache-mb", "0.02"])):
+        metrics = tmp_path / f"{where}.jsonl"
+        subprocess.run([*launch, *program, "--metrics", str(metrics), *extra], check=True, env=env, timeout=300,
+                       capture_output=True)
+        runs[where] = [json.loads(line) for line in open(metrics)]
+    host, net = runs["host"], runs["machines"]
+    losses = [[r["loss"] for r in run if not r.get("final")] for run in (host, net)]
+    np.testing.assert_allclose(losses[1], losses[0], rtol=0 if ranks == 2 else 1e-6)
+    assert net[-1]["test_acc"] == pytest.approx(host[-1]["test_acc"], abs=1e-6)
+    assert all(r["network_MB"] > 0 and r["cache_hit_rate"] > 0 for r in net if not r.get("final"))
+    assert all(r["network_MB"] == 0 for r in host if not r.get("final"))
