@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from hpcgnn.runtime.rng import derive_seed
+from hpcgnn.store.window import scatter_rows
 
 #: presampling stops once it has seen this many remote reads per cache slot (or after one epoch)
 READS_PER_SLOT = 10
@@ -73,18 +74,23 @@ class RemoteRowCache:
         and how many of those the cache served.
         """
         gids = np.asarray(gids, dtype=np.int64)
+        tensor = self.tensor
         if out is None:
-            out = np.empty((gids.shape[0], *self.tensor.shape[1:]), dtype=self.tensor.dtype)
-        remote = np.flatnonzero(off_node(self.tensor, gids))
+            out = np.empty((gids.shape[0], *tensor.shape[1:]), dtype=tensor.dtype)
+        if gids.shape[0] == 0:
+            return out, 0, 0
+        tensor.book.check(gids, f"DistTensor '{tensor.name}': row")
+        owners = tensor.book.owner(gids)
+        remote = np.flatnonzero(tensor.window.node_slot[owners] < 0)
         hit, slot = self.lookup(gids[remote])
         served = remote[hit]
+        if served.shape[0]:
+            scatter_rows(self.rows, slot[hit], out, served)
         if served.shape[0] < gids.shape[0]:
             rest = np.ones(gids.shape[0], dtype=bool)
             rest[served] = False
             rest = np.flatnonzero(rest)
-            out[rest] = self.tensor.gather(gids[rest])
-        if served.shape[0]:
-            out[served] = self.rows[slot[hit]]
+            tensor.window.read(owners[rest], gids[rest] - tensor.book.starts[owners[rest]], out, where=rest)
         return out, int(remote.shape[0]), int(served.shape[0])
 
 

@@ -25,6 +25,7 @@ import sys
 import numpy as np
 import torch
 
+from hpcgnn import _rows
 from hpcgnn.runtime.collectives import allgather_int
 from hpcgnn.runtime.comm import mpi, node_comm
 from hpcgnn.runtime.resources import CollectiveResource
@@ -42,6 +43,20 @@ def take_rows(table, rows, out):
     else:
         np.take(table, rows, axis=0, out=out)
     return out
+
+
+def scatter_rows(table, rows, out, where):
+    """Local. ``out[where] = table[rows]`` along axis 0 in one pass (no temporary)."""
+    if out.flags.c_contiguous and table.flags.c_contiguous and out.dtype == table.dtype and out.nbytes:
+        _rows.copy_rows(_row_bytes(table), np.ascontiguousarray(rows, dtype=np.int64), _row_bytes(out),
+                        np.ascontiguousarray(where, dtype=np.int64))
+    else:
+        out[where] = table[rows]
+    return out
+
+
+def _row_bytes(array):
+    return array.reshape(array.shape[0], -1).view(np.uint8)
 
 
 class RowWindow(CollectiveResource):
@@ -142,8 +157,9 @@ class RowWindow(CollectiveResource):
         return self._node_ranks
 
     # ------------------------------------------------------------------ reads
-    def read(self, owners, lids, out):
-        """Local. ``out[i] = shard_of(owners[i])[lids[i]]`` for every i; returns ``out``.
+    def read(self, owners, lids, out, where=None):
+        """Local. ``out[where[i]] = shard_of(owners[i])[lids[i]]`` for every i (``where`` defaults
+        to ``0..n-1``); returns ``out``.
 
         Remote rows are requested first (one ``Rget`` per owner) and node-local rows are
         copied while those are in flight. Safe to call from several threads at once.
@@ -153,18 +169,19 @@ class RowWindow(CollectiveResource):
         slots = self.node_slot[owners]
         local = slots >= 0
         if local.all():
-            self._copy_node_rows(slots, lids, out, None)
+            self._copy_node_rows(slots, lids, out, where)
             return out
         remote = np.flatnonzero(~local)
         self.network_bytes += remote.shape[0] * self.row_bytes
-        requests, types, stage, positions = self._post_gets(owners[remote], lids[remote], remote)
+        positions = remote if where is None else where[remote]
+        requests, types, stage, positions = self._post_gets(owners[remote], lids[remote], positions)
         if local.any():
-            where = np.flatnonzero(local)
-            self._copy_node_rows(slots[where], lids[where], out, where)
+            near = np.flatnonzero(local)
+            self._copy_node_rows(slots[near], lids[near], out, near if where is None else where[near])
         mpi().Request.Waitall(requests)
         for datatype in types:
             datatype.Free()
-        out[positions] = stage
+        scatter_rows(stage, np.arange(stage.shape[0]), out, positions)
         return out
 
     def _copy_node_rows(self, slots, lids, out, where):
@@ -173,7 +190,7 @@ class RowWindow(CollectiveResource):
             if where is None:
                 take_rows(self._node_table, rows, out)
             else:
-                out[where] = self._node_table[rows]
+                scatter_rows(self._node_table, rows, out, where)
             return
         for slot in np.unique(slots):
             pick = np.flatnonzero(slots == slot)
