@@ -7,12 +7,10 @@ full-neighbourhood distributed inference, not a sampled estimate.
 """
 from __future__ import annotations
 
-import os
 import time
 from typing import NamedTuple
 
 import numpy as np
-import torch
 from torch.nn import functional as F
 
 from hpcgnn.runtime.collectives import allreduce_
@@ -86,14 +84,14 @@ def every(period, epoch, last) -> bool:
 
 def run(args, comm):
     """Collective over comm. Train as ``args`` say; return ``(model, history)`` (history: per-epoch records)."""
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     session = open_session(args, comm)
     first_epoch, history = resume_session(session, args.checkpoint_dir) if args.resume else (0, [])
     session.loader.epoch = first_epoch
     report = Reporter(comm.rank, args.metrics, append=args.resume)
     report.say(f"hpcgnn train: {session.graph.name} {session.graph.num_nodes:,} nodes "
                f"{session.graph.num_edges:,} edges, {comm.size} ranks, {args.model} {args.layers}x{args.hidden}, "
-               f"fanouts {args.fanouts}, {len(session.loader)} steps/epoch, {session.config['num_classes']} classes")
+               f"fanouts {args.fanouts}, {len(session.loader)} steps/epoch, {session.config['num_classes']} classes, "
+               f"prefetch {session.config['prefetch']}, {session.config['threads']} torch threads per rank")
 
     for epoch in range(first_epoch, args.epochs):
         record = train_epoch(session, epoch, show_progress=comm.rank == 0 and not args.no_progress)

@@ -85,7 +85,9 @@ def open_session(args, comm) -> Session:
     with torch.no_grad():  # identical starting parameters everywhere
         broadcast_([t.data.numpy() for t in list(model.parameters()) + list(model.buffers())], comm)
     sampler = NeighborSampler(args.fanouts, input_degrees=getattr(model, "needs_degrees", False))
-    prefetch = args.prefetch if args.prefetch >= 0 else (2 if cores_per_rank(comm) > 1 else 0)
+    prefetch, threads = thread_plan(args.prefetch, cores_per_rank(comm))
+    torch.set_num_threads(threads)
+    config.update(prefetch=prefetch, threads=threads)
     loader = NodeDataLoader(graph, node_split("train_mask", graph, seed=args.seed), sampler, args.batch_size,
                             prefetch=prefetch, seed=args.seed, feature="feat" if "feat" in graph.ndata else None,
                             cache_bytes=int(args.cache_mb * 2**20))
@@ -98,6 +100,21 @@ def open_session(args, comm) -> Session:
         embed_optimizer = SparseAdam([embedding], lr=args.embed_lr)
     seed_rank_streams(args.seed, comm.rank)
     return Session(comm, graph, loader, model, grads, optimizer, embedding, embed_optimizer, config)
+
+
+def thread_plan(prefetch, cores) -> tuple[int, int]:
+    """Local. ``(prefetch depth, torch threads)`` for a rank with ``cores`` cores of its own.
+
+    The prefetch thread needs a core of its own (else it only competes with the model, and its
+    MPI waits spin): 2 batches ahead when the rank has a spare core, none otherwise.
+    ``prefetch`` >= 0 is the user's choice. Torch gets ``OMP_NUM_THREADS`` when it is set, else
+    the cores left after the prefetch thread's.
+    """
+    depth = prefetch if prefetch >= 0 else (2 if cores > 1 else 0)
+    threads = os.environ.get("OMP_NUM_THREADS", "")
+    if threads.isdigit() and int(threads) > 0:
+        return depth, int(threads)
+    return depth, max(1, cores - (1 if depth else 0))
 
 
 def seed_rank_streams(seed, rank):

@@ -30,6 +30,8 @@ def id_cases(comm, starts, rng):
     if others.size:
         yield "all-remote", rng.choice(others, 50)
     yield "reversed", np.arange(starts[-1])[::-1]
+    # consecutive runs are read as one block each
+    yield "runs", np.concatenate([np.arange(a, min(a + 5, starts[-1])) for a in rng.integers(0, starts[-1], 8)])
 
 
 @pytest.mark.mpi(sizes=(1, 2, 4))
@@ -48,6 +50,12 @@ def test_reads_and_writes_match_numpy(nranks, comm, route, row_shape, dtype, mon
             owners, lids = lookup(starts, gids)
             out = np.empty((gids.shape[0], *row_shape), dtype=dtype)
             assert np.array_equal(win.read(owners, lids, out), full[gids]), name
+            # with destinations: row i lands at where[i], the other rows stay untouched
+            where = rng.permutation(2 * gids.shape[0])[: gids.shape[0]]
+            wide = np.full((2 * gids.shape[0], *row_shape), -7, dtype=dtype)
+            win.read(owners, lids, wide, where=where)
+            untouched = np.setdiff1d(np.arange(wide.shape[0]), where)
+            assert np.array_equal(wide[where], full[gids]) and (wide[untouched] == -7).all(), name
         win.sync()  # nobody writes while another rank still reads
         # every rank overwrites a disjoint set of rows spread over all owners
         mine = np.arange(comm.rank, starts[-1], comm.size)
@@ -149,3 +157,25 @@ def test_windows_left_open_are_released_at_exit(tmp_path, ending):
     else:
         assert proc.returncode != 0
         assert "gives up with its windows open" in proc.stderr
+
+
+def test_copy_rows_is_one_pass_scatter_and_checks_bounds():
+    from hpcgnn import _rows
+    from hpcgnn.store.window import scatter_rows
+
+    rng = np.random.default_rng(0)
+    table = rng.random((50, 3)).astype(np.float32)
+    rows, where = rng.integers(0, 50, 30), rng.permutation(40)[:30]
+    out = np.zeros((40, 3), dtype=np.float32)
+    expected = out.copy()
+    expected[where] = table[rows]
+    assert np.array_equal(scatter_rows(table, rows, out, where), expected)
+    as_bytes = table.view(np.uint8)
+    with pytest.raises(IndexError, match="outside"):
+        _rows.copy_rows(as_bytes, np.array([50]), out.view(np.uint8), np.array([0]))
+    with pytest.raises(IndexError, match="outside"):
+        _rows.copy_rows(as_bytes, np.array([0]), out.view(np.uint8), np.array([-1]))
+    with pytest.raises(ValueError, match="destinations"):
+        _rows.copy_rows(as_bytes, np.array([0, 1]), out.view(np.uint8), np.array([0]))
+    strided = np.zeros((40, 6), dtype=np.float32)[:, ::2]  # not contiguous: the numpy fallback
+    assert np.array_equal(scatter_rows(table, rows, strided, where), expected)

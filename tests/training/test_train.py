@@ -287,3 +287,15 @@ def test_losses_across_emulated_machines_equal_one_host(tmp_path, ranks):
     assert net[-1]["test_acc"] == pytest.approx(host[-1]["test_acc"], abs=1e-6)
     assert all(r["network_MB"] > 0 and r["cache_hit_rate"] > 0 for r in net if not r.get("final"))
     assert all(r["network_MB"] == 0 for r in host if not r.get("final"))
+
+
+def test_thread_plan_gives_the_prefetch_thread_a_core_only_when_there_is_one(monkeypatch):
+    from hpcgnn.training.session import thread_plan
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert thread_plan(-1, 1) == (0, 1)
+    assert thread_plan(-1, 8) == (2, 7)
+    assert thread_plan(0, 8) == (0, 8)
+    assert thread_plan(3, 1) == (3, 1)
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    assert thread_plan(-1, 8) == (2, 4)
