@@ -8,7 +8,9 @@ owner). Ranks on other nodes are read with passive-target ``Rget`` (one request 
 call; ``MPI_Type_create_hindexed_block`` datatypes pick the rows at the target and place them
 in request order at the origin), under one ``Lock_all`` epoch held for the window's lifetime.
 Inside a node a read needs nothing from the owner's CPU; across nodes, MPI libraries that
-emulate RMA over TCP complete a read only when the owner enters MPI.
+emulate RMA over TCP complete a read only when the owner enters MPI, which the owner's
+:class:`~hpcgnn.runtime.progress.ProgressThread` does every 0.5 ms (``DistGraph`` starts one).
+Runs of consecutive rows are one datatype block each.
 ``HPCGNN_FORCE_RMA=1`` puts every rank on its own "node".
 
 Consistency: a write is visible to every rank after the next :func:`sync_windows` (or

@@ -63,8 +63,8 @@ def final_record(comm, history, epochs) -> dict:
     final.update(selection(history))
     if history:
         final["phases_s"] = {k: float(np.median([r["phases_s"][k][1] for r in history])) for k in PHASES}
-        for key in ("network_MB", "cache_hit_rate", "cache_saved_MB"):
-            if all(key in r for r in history):
+        if all(r.get("network_MB") for r in history):  # traffic between nodes: the job spans nodes
+            for key in ("network_MB", "cache_hit_rate", "cache_saved_MB"):
                 final[key] = float(np.median([r[key] for r in history]))
     final["peak_rss_MiB"] = comm.gather(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, root=0)
     return final
