@@ -106,9 +106,10 @@ class DistGraph(CollectiveResource):
                                             spec["dtype"], self.edge_book)
                           for name, spec in self.meta.get("edge_fields", {}).items()}
         sync_windows(self.comm, [self._indptr_win, self._indices_win])
-        self._halo = self._halo_offsets() if spans_nodes(self.comm, self._ncomm) else None
+        across_nodes = spans_nodes(self.comm, self._ncomm)
+        self._halo = self._halo_offsets() if across_nodes else None
         if progress_interval is None:
-            progress_interval = DEFAULT_INTERVAL_S if spans_nodes(self.comm, self._ncomm) else 0.0
+            progress_interval = DEFAULT_INTERVAL_S if across_nodes else 0.0
         self.progress = ProgressThread(self.comm, progress_interval) if progress_interval > 0 else None
 
     def _halo_offsets(self):

@@ -3,9 +3,9 @@
 Which rows: a first pass samples batches the way training will (a stream of its own, so the
 training batches do not change) and counts how often each row owned by another node is an
 input of a batch; the most read rows that fit the budget are copied once. This follows the
-access-count policy of SALIENT++ and GraphLearn-for-PyTorch; it beats ranking by in-degree
-because it sees what the sampler and the partition really do (hops of any depth, weights,
-which neighbours are remote at all).
+access-count policy of SALIENT++ and GraphLearn-for-PyTorch: rather than guessing from
+in-degrees, it counts what the sampler and the partition really read (hops of any depth,
+weights, which neighbours are remote at all). A degree ranking was not measured against it.
 
 Only rows of ranks on *other* nodes are cached: rows of this node are read from shared memory
 at the cost of a copy anyway. The cache is a snapshot for read-only fields (node features);

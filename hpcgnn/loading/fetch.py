@@ -37,6 +37,8 @@ class FieldFetch:
             raise ValueError("the cache holds rows of another field than the one fetched")
         self.cache = cache
         self.row_bytes = 0 if self.feature is None else self.feature.window.row_bytes
+        # inside one node nothing crosses a network: skip counting
+        self._one_node = self.feature is None or bool((self.feature.window.node_slot >= 0).all())
         self.remote_rows = self.cache_hits = 0
 
     def __call__(self, batch):
@@ -49,7 +51,8 @@ class FieldFetch:
 
     def _features(self, gids):
         if self.cache is None:
-            self.remote_rows += int(off_node(self.feature, gids).sum())
+            if not self._one_node:
+                self.remote_rows += int(off_node(self.feature, gids).sum())
             return self.feature.gather(gids)
         rows, remote, hits = self.cache.gather(gids)
         self.remote_rows += remote
