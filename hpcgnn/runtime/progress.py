@@ -80,10 +80,6 @@ class ProgressThread(CollectiveResource):
             self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG)
             self._polls[0] += 1
 
-    @property
-    def running(self) -> bool:
-        return self._thread.is_alive()
-
     def close(self):
         """Collective over comm. Stop and join the thread, free its communicator."""
         if self.comm is None:
