@@ -23,6 +23,6 @@ setup(
     ext_modules=cythonize(kernels, language_level=3, compiler_directives={"boundscheck": False,
                                                                           "wraparound": False}),
     python_requires=">=3.10",
-    install_requires=["numpy>=1.24", "scipy", "h5py", "pymetis", "mpi4py>=3.1", "tqdm"],
-    entry_points={"console_scripts": ["hpcgnn = hpcgnn.cli:main"]},
+    install_requires=["numpy>=1.24", "scipy", "h5py", "pymetis", "mpi4py>=3.1", "tqdm", "psutil", "pyyaml"],
+    entry_points={"console_scripts": ["hpcgnn = hpcgnn.cli:program"]},
 )

@@ -10,7 +10,7 @@ import importlib
 import sys
 
 from hpcgnn import __version__
-from hpcgnn.runtime.abort import fail
+from hpcgnn.runtime.abort import fail, run_program
 
 SUBCOMMANDS = {
     "generate": ("hpcgnn.generate", "write a synthetic graph (RMAT with communities, SBM) as .npz"),
@@ -40,5 +40,10 @@ def main(argv=None):
     return module.main(rest)
 
 
+def program():
+    """Local. The ``hpcgnn`` console command (a process of its own: see :func:`run_program`)."""
+    run_program(main)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    program()

@@ -1,10 +1,10 @@
 """``mpirun -np P python -m hpcgnn.evaluate --data DIR --checkpoint C`` (and ``hpcgnn evaluate``):
 full-neighbourhood accuracy of a checkpoint, optionally saving each rank's output rows."""
-import sys
 
-from hpcgnn.runtime.abort import entry_point, install_abort_hook
+from hpcgnn.runtime.abort import entry_point, run_program
 from hpcgnn.runtime.allocator import keep_heap_memory
 from hpcgnn.runtime.comm import world
+from hpcgnn.runtime.watchdog import Watchdog
 from hpcgnn.training.config import build_evaluate_parser
 
 
@@ -15,13 +15,14 @@ def main(argv=None):
     from hpcgnn.training.evaluate import evaluate_checkpoint  # deferred: torch, once the flags are parsed
 
     comm = world()
-    install_abort_hook(comm)
     keep_heap_memory()
+    watchdog = Watchdog(comm, args.watchdog_s, "hpcgnn evaluate")
     accuracy = evaluate_checkpoint(args, comm)
+    watchdog.close()
     if comm.rank == 0:
         print(" ".join(f"{k} {v:.4f}" for k, v in accuracy.items() if v is not None), flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_program(main)

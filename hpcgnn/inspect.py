@@ -1,10 +1,10 @@
 """``python -m hpcgnn.inspect`` (and ``hpcgnn inspect``): summarise and verify a partitioned dataset;
 see :mod:`hpcgnn.prep.inspection`."""
-import sys
 
 from hpcgnn.prep.inspection import main
+from hpcgnn.runtime.abort import run_program
 
 __all__ = ["main"]
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_program(main)

@@ -1,10 +1,10 @@
 """``python -m hpcgnn.partition`` (and ``hpcgnn partition``): read a graph, partition it, write the HDF5 parts;
 see :mod:`hpcgnn.prep.partition`."""
-import sys
 
 from hpcgnn.prep.partition import main
+from hpcgnn.runtime.abort import run_program
 
 __all__ = ["main"]
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_program(main)

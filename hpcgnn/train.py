@@ -1,8 +1,7 @@
 """``mpirun -np P python -m hpcgnn.train --data DIR ...`` (and ``hpcgnn train``): train a GNN,
 one MPI rank per part. The loop itself is :mod:`hpcgnn.training.loop`."""
-import sys
 
-from hpcgnn.runtime.abort import entry_point, install_abort_hook
+from hpcgnn.runtime.abort import entry_point, run_program
 from hpcgnn.runtime.allocator import keep_heap_memory
 from hpcgnn.runtime.comm import world
 from hpcgnn.training.config import parse_args
@@ -15,11 +14,10 @@ def main(argv=None):
     from hpcgnn.training.loop import run  # deferred: torch, once the flags are parsed (fast --help)
 
     comm = world()
-    install_abort_hook(comm)
     keep_heap_memory()
     run(args, comm)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_program(main)

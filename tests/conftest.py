@@ -10,20 +10,46 @@ once rather than leaving the others waiting in a collective.
 (``../shared/tools/netns_mpirun.sh``: separate network, IPC and mount namespaces, so MPI talks
 TCP between them, as across the nodes of a cluster). That needs root and the tool; without
 them the test is skipped, saying why.
+
+Every rank writes its outcome (its rank, the world size it saw, passed / failed / skipped) to a
+results directory; the parent passes the test only when all ``nranks`` ranks of a world of that
+size report "passed". A rank that leaves early with exit 0, a test skipped on some ranks, or a
+world of the wrong size fails the test; a test skipped on every rank is reported skipped.
 """
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
 CHILD_ENV = "HPCGNN_MPI_CHILD"
 SHARED_ENV = "HPCGNN_TEST_DIR"
-DEFAULT_TIMEOUT = 120
+RESULTS_ENV = "HPCGNN_TEST_RESULTS"
+# generous: 4 ranks oversubscribed on a loaded 2-core machine are slow, and only a real hang
+# should reach it
+DEFAULT_TIMEOUT = 300
 NETNS_TOOL = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                           "shared", "tools", "netns_mpirun.sh")
+
+
+def kill_tree(proc):
+    """SIGKILL a launched job: the launcher and every process under it (MPICH starts each rank
+    in a session of its own, so killing the launcher's process group misses them)."""
+    import psutil
+
+    try:
+        children = psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        children = []
+    for victim in [*children, proc]:
+        try:
+            victim.kill()
+        except (psutil.NoSuchProcess, ProcessLookupError):
+            pass
 
 
 def in_mpi_child():
@@ -66,7 +92,8 @@ def pytest_pyfunc_call(pyfuncitem):
     exe = mpiexec_path()
     if exe is None:
         pytest.fail("mpiexec not found (run 'make install')")
-    env = dict(os.environ, **{CHILD_ENV: "1", SHARED_ENV: shared, "OMP_NUM_THREADS": "1"})
+    results = tempfile.mkdtemp(prefix="mpi-results-", dir=shared)
+    env = dict(os.environ, **{CHILD_ENV: "1", SHARED_ENV: shared, RESULTS_ENV: results, "OMP_NUM_THREADS": "1"})
     program = [sys.executable, "-m", "pytest", "-q", "-x", "--no-header", "-p", "no:cacheprovider", pyfuncitem.nodeid]
     machines = marker.kwargs.get("machines", 0)
     if machines:
@@ -86,13 +113,58 @@ def pytest_pyfunc_call(pyfuncitem):
         pytest.fail(f"deadlock or hang: {nranks} ranks did not finish within {timeout}s\n{out[-4000:]}")
     if proc.returncode != 0:
         pytest.fail(f"failed under mpiexec -n {nranks} (exit {proc.returncode}):\n{out[-6000:]}")
+    check_rank_results(results, nranks, out)
     return True
+
+
+def check_rank_results(results, nranks, out):
+    """Pass only if every one of ``nranks`` ranks, in a world of that size, reported "passed"."""
+    reports = {}
+    for name in os.listdir(results):
+        with open(os.path.join(results, name)) as fh:
+            report = json.load(fh)
+        reports[report["rank"]] = report
+    wrong_size = sorted({r["size"] for r in reports.values()} - {nranks})
+    if wrong_size:
+        pytest.fail(f"ran in a world of size {wrong_size}, not {nranks}:\n{out[-3000:]}")
+    missing = sorted(set(range(nranks)) - set(reports))
+    if missing:
+        pytest.fail(f"ranks {missing} of {nranks} never reported an outcome (left early?):\n{out[-3000:]}")
+    outcomes = {r["outcome"] for r in reports.values()}
+    if outcomes == {"skipped"}:
+        pytest.skip(reports[0]["reason"])
+    if outcomes != {"passed"}:
+        by = {o: sorted(r["rank"] for r in reports.values() if r["outcome"] == o) for o in outcomes}
+        pytest.fail(f"ranks did not all pass: {by}:\n{out[-3000:]}")
+
+
+_RANK_OUTCOMES = {}
+
+
+def record_outcome(item, report):
+    """In an MPI child: note the worst outcome of the test's phases; write it after teardown."""
+    worst = _RANK_OUTCOMES.get(item.nodeid, ("passed", ""))
+    if report.failed:
+        worst = ("failed", "")
+    elif report.skipped and worst[0] == "passed":
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        worst = ("skipped", reason)
+    _RANK_OUTCOMES[item.nodeid] = worst
+    if report.when == "teardown" and os.environ.get(RESULTS_ENV):
+        from mpi4py import MPI
+
+        world = MPI.COMM_WORLD
+        path = os.path.join(os.environ[RESULTS_ENV], f"rank-{world.rank}.json")
+        with open(path, "w") as fh:
+            json.dump({"rank": world.rank, "size": world.size, "outcome": worst[0], "reason": worst[1]}, fh)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
+    if in_mpi_child() and item.get_closest_marker("mpi") is not None:
+        record_outcome(item, report)
     if in_mpi_child() and report.failed:
         from mpi4py import MPI
 

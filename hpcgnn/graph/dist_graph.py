@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-import h5py
 import numpy as np
 
 from hpcgnn import _csr, _sample
 from hpcgnn.prep import ondisk
+from hpcgnn.runtime.collectives import fail_together
 from hpcgnn.runtime.comm import node_comm, world
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.progress import DEFAULT_INTERVAL_S, ProgressThread, spans_nodes
@@ -90,27 +90,48 @@ class DistGraph(CollectiveResource):
         n_local = self.local_nodes[1] - self.local_nodes[0]
         e_local = self.local_edges[1] - self.local_edges[0]
         self._ncomm = node_comm(self.comm)
-        part_file = ondisk.part_path(self.path, self.meta, rank)
-        with h5py.File(part_file, "r") as h5:
-            self._check_part(h5, part_file, n_local, e_local)
-            # indptr rows: n_local + 1 per rank, so reading rows lid and lid + 1 gives a degree
-            self._indptr_win = RowWindow(self.comm, n_local + 1, (), np.int64, ncomm=self._ncomm)
-            h5["indptr"].read_direct(self._indptr_win.local)
-            self._indices_win = RowWindow(self.comm, e_local, (), h5["indices"].dtype, ncomm=self._ncomm)
-            if e_local:
-                h5["indices"].read_direct(self._indices_win.local)
-            self.orig_id = h5["orig_id"][()]
-            self.ndata = {name: self._field(h5, name, (self.num_nodes, *spec["shape"]), spec["dtype"], self.book)
-                          for name, spec in self.meta["node_fields"].items()}
-            self.edata = {name: self._field(h5, ondisk.EDGE_PREFIX + name, (self.num_edges, *spec["shape"]),
-                                            spec["dtype"], self.edge_book)
-                          for name, spec in self.meta.get("edge_fields", {}).items()}
-        sync_windows(self.comm, [self._indptr_win, self._indices_win])
+        self._load_part(n_local, e_local)
         across_nodes = spans_nodes(self.comm, self._ncomm)
         self._halo = self._halo_offsets() if across_nodes else None
         if progress_interval is None:
             progress_interval = DEFAULT_INTERVAL_S if across_nodes else 0.0
         self.progress = ProgressThread(self.comm, progress_interval) if progress_interval > 0 else None
+
+    def _load_part(self, n_local, e_local):
+        """Collective over comm. Read this rank's part file into the windows (``ondisk.PartFile``: shapes
+        checked against meta.json, checksums verified). A bad part fails every rank together,
+        never one rank alone while the others wait in the next collective."""
+        part = error = None
+        try:
+            part = ondisk.open_part(self.path, self.meta, self.comm.rank)
+        except InputError as exc:
+            error = exc
+        fail_together(self.comm, error, self.path)
+        read_errors = []
+
+        def read(name, out):
+            # after a failed read the windows are still built, so every rank meets the same collectives
+            if not read_errors:
+                try:
+                    part.read(name, out)
+                except InputError as exc:
+                    read_errors.append(exc)
+
+        with part:
+            # indptr rows: n_local + 1 per rank, so reading rows lid and lid + 1 gives a degree
+            self._indptr_win = RowWindow(self.comm, n_local + 1, (), np.int64, ncomm=self._ncomm)
+            read("indptr", self._indptr_win.local)
+            self._indices_win = RowWindow(self.comm, e_local, (), part.dtype("indices"), ncomm=self._ncomm)
+            read("indices", self._indices_win.local)
+            self.orig_id = np.empty(n_local, dtype=np.int64)
+            read("orig_id", self.orig_id)
+            self.ndata = {name: self._field(read, name, (self.num_nodes, *spec["shape"]), spec["dtype"], self.book)
+                          for name, spec in self.meta["node_fields"].items()}
+            self.edata = {name: self._field(read, ondisk.EDGE_PREFIX + name, (self.num_edges, *spec["shape"]),
+                                            spec["dtype"], self.edge_book)
+                          for name, spec in self.meta.get("edge_fields", {}).items()}
+        fail_together(self.comm, read_errors[0] if read_errors else None, self.path)
+        sync_windows(self.comm, [self._indptr_win, self._indices_win])
 
     def _halo_offsets(self):
         """CSC offsets ``(gids, begin, degree)`` of every node on another machine with an edge into
@@ -124,19 +145,9 @@ class DistGraph(CollectiveResource):
         self._indptr_win.read(np.repeat(owners, 2), np.stack([lids, lids + 1], axis=1).reshape(-1), both)
         return gids, both[0::2].copy(), both[1::2] - both[0::2]
 
-    def _check_part(self, h5, part_file, n_local, e_local):
-        for key, want in (("node_start", self.local_nodes[0]), ("node_end", self.local_nodes[1]),
-                          ("edge_start", self.local_edges[0])):
-            if int(h5.attrs.get(key, -1)) != want:
-                raise InputError(part_file, "part file does not match meta.json", key, h5.attrs.get(key))
-        if h5["indptr"].shape != (n_local + 1,) or h5["indices"].shape != (e_local,):
-            raise InputError(part_file, "CSC arrays do not match meta.json", "indptr", h5["indptr"].shape)
-
-    def _field(self, h5, key, shape, dtype, book):
-        def fill(out):
-            if out.size:
-                h5[key].read_direct(out)
-        return DistTensor(shape, np.dtype(dtype), name=key, comm=self.comm, book=book, local_data=fill)
+    def _field(self, read, key, shape, dtype, book):
+        return DistTensor(shape, np.dtype(dtype), name=key, comm=self.comm, book=book,
+                          local_data=lambda out: read(key, out))
 
     # ------------------------------------------------------------ local view
     @property

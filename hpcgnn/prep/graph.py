@@ -5,6 +5,13 @@ plus node fields (``ndata``: ``feat`` [N, F], ``label`` [N], boolean ``train_mas
 ``val_mask`` / ``test_mask``, ...) and edge fields (``edata``, first axis = edge). Node
 features may be a ``scipy.sparse.csr_matrix``: readers keep sparse inputs sparse and only the
 partition writer densifies, one part's rows at a time.
+
+What every reader's graph must satisfy (``Graph.validate``): ids in range, ``feat`` 2-D,
+every node field one row per node, the three masks disjoint, and labels at least
+``UNLABELLED`` (-1), which marks a node without a label and is allowed only outside every
+mask. A node count implied by sparse ids (a largest id far above the number of ids the input
+names) is refused before anything of that length is allocated; ``check_memory`` refuses a
+graph whose partitioning cannot fit in the available memory.
 """
 from __future__ import annotations
 
@@ -15,6 +22,22 @@ import numpy as np
 from hpcgnn.runtime.errors import InputError
 
 MASKS = ("train_mask", "val_mask", "test_mask")
+#: Label of a node without one; the readers map missing labels (NaN, an empty one-hot row) to
+#: it, random splits skip it, and it may not appear on a node inside a split mask (the loss
+#: and the accuracy read the labels of exactly those nodes).
+UNLABELLED = -1
+# Sparse ids: a node count implied by the largest id is refused when it is above both of
+# these: ``SPARSE_ID_MIN_NODES`` keeps small inputs (whose node arrays cost little) out of the
+# rule, and real graphs name nearly all their ids (average degree is well above 1), so a count
+# over ``SPARSE_ID_FACTOR`` times the ids the input names means raw ids that need relabelling.
+SPARSE_ID_MIN_NODES = 1 << 22
+SPARSE_ID_FACTOR = 8
+RELABEL_HINT = "relabel the ids to 0..n-1 (--relabel for an edge list)"
+# Lower bounds of what partitioning allocates: per node the in-edge indptr, two balance
+# weight columns, the part ids, the relabelling order and the new ids; per edge the CSC
+# sources and edge ids (all int64).
+PARTITION_BYTES_PER_NODE = 40
+PARTITION_BYTES_PER_EDGE = 16
 
 
 @dataclass
@@ -37,7 +60,8 @@ class Graph:
         return int(self.src.shape[0])
 
     def validate(self) -> Graph:
-        """Local. Check ids, lengths, dtypes and finiteness; raise InputError naming the field.
+        """Local. Check ids, lengths, shapes, dtypes, finiteness, disjoint masks, labels and sparse
+        ids (see module docstring); raise InputError naming the field.
 
         Returns the graph itself so readers can end with ``return graph.validate()``.
         """
@@ -60,13 +84,58 @@ class Graph:
                 raise InputError(where, "negative node id", name, lo)
             if hi >= self.num_nodes:
                 raise InputError(where, f"node id out of range [0, {self.num_nodes})", name, hi)
+        field, value = self.count_origin()
+        if field != "num_nodes" and not ({"feat", "label"} & set(self.ndata)):
+            # Without feature or label rows only the edge endpoints name nodes.
+            check_sparse_ids(where, self.num_nodes, 2 * self.num_edges, field, value)
         for name, arr in self.ndata.items():
             _check_rows(where, name, arr, self.num_nodes, "num_nodes")
             _check_node_field(where, name, arr)
+        self._check_masks_and_labels()
         for name, arr in self.edata.items():
             _check_rows(where, f"edge_{name}", arr, self.num_edges, "num_edges")
             _check_finite(where, f"edge_{name}", arr)
         return self
+
+    def count_origin(self):
+        """Local. What set ``num_nodes``: ``(field, largest id)`` when the largest id of ``src``
+        or ``dst`` implies it, else ``("num_nodes", num_nodes)`` (a count given explicitly)."""
+        for name, ids in (("src", self.src), ("dst", self.dst)):
+            if ids.size and int(ids.max()) + 1 == self.num_nodes:
+                return name, self.num_nodes - 1
+        return "num_nodes", self.num_nodes
+
+    def check_memory(self) -> Graph:
+        """Local. Refuse the graph if partitioning it cannot fit in the available memory.
+
+        Returns the graph itself; raises InputError naming the id (or count) behind ``num_nodes``.
+        """
+        field, value = self.count_origin()
+        check_memory(self.source, self.num_nodes, self.num_edges, field, value)
+        return self
+
+    def _check_masks_and_labels(self):
+        where = self.source
+        masks = [(name, self.ndata[name]) for name in MASKS if name in self.ndata]
+        for i, (first, a) in enumerate(masks):
+            for second, b in masks[i + 1:]:
+                both = np.flatnonzero(a & b)
+                if both.size:
+                    raise InputError(where, f"{first} and {second} overlap: {both.size:,} node(s) in both, "
+                                     f"e.g. node {int(both[0])}", second, int(both[0]))
+        label = self.ndata.get("label")
+        if label is None or label.size == 0:
+            return
+        lowest = int(label.min())
+        if lowest < UNLABELLED:
+            raise InputError(where, f"labels must be >= 0, or {UNLABELLED} for an unlabelled node", "label", lowest)
+        if lowest == UNLABELLED:
+            unlabelled = label < 0 if label.ndim == 1 else (label < 0).any(axis=1)
+            for name, mask in masks:
+                bad = np.flatnonzero(mask & unlabelled)
+                if bad.size:
+                    raise InputError(where, f"node {int(bad[0])} is in {name} but has label {UNLABELLED} "
+                                     f"(unlabelled; {bad.size:,} such node(s))", "label", int(bad[0]))
 
     def summary(self) -> str:
         """Local. One line: name, nodes, edges and fields."""
@@ -87,13 +156,118 @@ def _check_rows(where, name, arr, expected, what):
         raise InputError(where, f"has {rows} rows but {what} is {expected}", name, rows)
 
 
+def check_sparse_ids(where, num_nodes, named, field, largest):
+    """Local. Refuse a node count implied by sparse ids, before any array of that length exists.
+
+    Parameters
+    ----------
+    where : str
+        The input, for the message.
+    num_nodes : int
+        Node count implied by the largest id (largest + 1).
+    named : int
+        How many node ids the input names: edge endpoints plus feature or label rows.
+    field : str
+        Where the largest id is (``src``, ``dst``, ``test.index``, ...).
+    largest : int
+        The largest id.
+
+    Raises
+    ------
+    InputError
+        If ``num_nodes`` exceeds both ``SPARSE_ID_MIN_NODES`` and ``SPARSE_ID_FACTOR * named``.
+    """
+    if num_nodes > SPARSE_ID_MIN_NODES and num_nodes > SPARSE_ID_FACTOR * named:
+        raise InputError(where, f"node id implies {num_nodes:,} nodes but the input names at most {named:,} "
+                         f"(sparse ids); {RELABEL_HINT}", field, largest)
+
+
+def as_index_array(where, field, values) -> np.ndarray:
+    """Local. ``values`` as an int64 index array (node ids, CSR offsets, shapes), or InputError.
+
+    Integer dtypes and floats holding whole numbers are accepted (some writers store indices
+    as float); a fraction, NaN/inf, a non-numeric dtype or a negative value is refused, since
+    casting would silently truncate it.
+
+    Parameters
+    ----------
+    where : str
+        The input, for the message.
+    field : str
+        Name of the array in the input.
+    values : array_like
+        The indices.
+
+    Returns
+    -------
+    numpy.ndarray
+        int64, same shape.
+    """
+    values = np.asarray(values)
+    if values.dtype.kind == "f":
+        whole = np.isfinite(values) & (values == np.round(values))
+        if not whole.all():
+            raise InputError(where, "indices must be whole numbers", field, float(values[~whole][0]))
+    elif values.dtype.kind not in "iu":
+        raise InputError(where, "indices must be integers", field, values.dtype)
+    if values.size and values.min() < 0:
+        raise InputError(where, "indices must be non-negative", field, values.min().item())
+    if values.dtype.kind == "u" and values.size and values.max() > np.iinfo(np.int64).max:
+        raise InputError(where, "index too large", field, values.max().item())
+    return values.astype(np.int64, copy=False)
+
+
+def available_memory() -> int:
+    """Local. Bytes of memory available to a new allocation without swapping (psutil's estimate)."""
+    import psutil  # deferred: only the readers need it
+
+    return int(psutil.virtual_memory().available)
+
+
+def check_memory(where, num_nodes, num_edges, field, value):
+    """Local. Refuse a graph whose partitioning needs more memory than is available.
+
+    The estimate (``PARTITION_BYTES_PER_NODE`` per node plus ``PARTITION_BYTES_PER_EDGE``
+    per edge) is a lower bound of what the partitioner allocates, so a graph that would fit
+    is never refused; it is meant to stop a huge id or node count before tens of GiB are asked
+    for, not to predict the peak.
+
+    Parameters
+    ----------
+    where : str
+        The input, for the message.
+    num_nodes, num_edges : int
+        Sizes of the graph.
+    field, value
+        What set ``num_nodes`` (the field and the largest id, or ``num_nodes`` and the count).
+
+    Raises
+    ------
+    InputError
+        If the estimate exceeds ``available_memory()``.
+    """
+    need = PARTITION_BYTES_PER_NODE * int(num_nodes) + PARTITION_BYTES_PER_EDGE * int(num_edges)
+    have = available_memory()
+    if need > have:
+        raise InputError(where, f"{int(num_nodes):,} nodes and {int(num_edges):,} edges need at least "
+                         f"{need / 2**30:.1f} GiB to partition but {have / 2**30:.1f} GiB is available; "
+                         f"if the ids are sparse, {RELABEL_HINT}", field, value)
+
+
 def _check_node_field(where, name, arr):
+    ndim = len(getattr(arr, "shape", ()))
     if name in MASKS:
         if getattr(arr, "dtype", None) != np.bool_:
             raise InputError(where, "masks must be boolean", name, getattr(arr, "dtype", type(arr)))
+        if ndim != 1:
+            raise InputError(where, "masks must be 1-D [num_nodes]", name, list(arr.shape))
     elif name == "label":
         if not np.issubdtype(arr.dtype, np.integer):
             raise InputError(where, "labels must be integers", name, arr.dtype)
+        if ndim not in (1, 2):
+            raise InputError(where, "labels must be 1-D [num_nodes] (or 2-D multi-label)", name, list(arr.shape))
+    elif name == "feat" and ndim != 2:
+        raise InputError(where, "features must be 2-D [num_nodes, width]", name, list(arr.shape))
     _check_finite(where, name, arr)
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import time
 
 import numpy as np
@@ -23,7 +22,7 @@ from hpcgnn.prep.transform import prepare
 from hpcgnn.runtime.abort import entry_point
 from hpcgnn.runtime.comm import mpi
 from hpcgnn.runtime.errors import InputError
-from hpcgnn.runtime.files import make_temp_dir, replace_dir
+from hpcgnn.runtime.files import make_temp_dir, remove_temp_dir, replace_dir
 
 METHODS = ("metis", "random")
 
@@ -160,19 +159,19 @@ def _field_specs(arrays: dict) -> tuple[dict, dict]:
     return node, edge
 
 
-def _write_part(directory, arrays, part_id, num_parts, node_starts, edge_start):
+def _write_part(directory, arrays, part_id, num_parts, node_starts, edge_start, checksums=True):
     path = os.path.join(directory, ondisk.part_file_name(part_id))
     attrs = {"format": ondisk.FORMAT_NAME, "version": ondisk.FORMAT_VERSION, "part_id": part_id,
              "num_parts": num_parts, "node_start": int(node_starts[part_id]),
              "node_end": int(node_starts[part_id + 1]), "edge_start": int(edge_start)}
-    ondisk.write_part(path, arrays, attrs)
+    ondisk.write_part(path, arrays, attrs, checksums)
     return {"file": ondisk.part_file_name(part_id), "size": os.path.getsize(path),
             "sha256": ondisk.sha256_file(path)}
 
 
 def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis", seed=0,
                     comm=None, source=None, release_input=False,
-                    keep_degree=DEFAULT_KEEP_DEGREE) -> dict | None:
+                    keep_degree=DEFAULT_KEEP_DEGREE, checksums=True) -> dict | None:
     """Collective over comm. Partition ``graph`` and write the dataset to ``out_dir``.
 
     Parameters
@@ -194,6 +193,9 @@ def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis"
         Drop ``graph.src``/``graph.dst`` once the CSC is built, to lower peak memory.
     keep_degree : float
         Hub-edge thinning threshold before METIS (see :func:`assign_parts`); 0 disables it.
+    checksums : bool
+        Per-chunk fletcher32 checksums on every dataset (default); False writes the contiguous
+        layout of datasets made before checksums (``bench/checksum.py`` compares the two).
 
     Returns
     -------
@@ -226,9 +228,9 @@ def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis"
 
     try:
         meta = _write_dataset(graph, csc, relabel, info, tmp_dir, num_parts, node_starts,
-                              edge_starts, comm, source, timings)
+                              edge_starts, comm, source, timings, checksums)
     except BaseException:
-        shutil.rmtree(tmp_dir, ignore_errors=True)
+        remove_temp_dir(tmp_dir)
         raise
     if rank != 0:
         comm.barrier()
@@ -240,7 +242,7 @@ def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis"
 
 
 def _write_dataset(graph, csc, relabel, info, tmp_dir, num_parts, node_starts, edge_starts, comm,
-                   source, timings):
+                   source, timings, checksums=True):
     """Write the part files (rank r writes parts r, r + size, ...) and, on rank 0, meta.json."""
     rank, size = (comm.rank, comm.size) if comm is not None else (0, 1)
     t0 = time.perf_counter()
@@ -259,7 +261,7 @@ def _write_dataset(graph, csc, relabel, info, tmp_dir, num_parts, node_starts, e
         else:
             continue
         written.append((part_id, _write_part(tmp_dir, arrays, part_id, num_parts, node_starts,
-                                             edge_starts[part_id])))
+                                             edge_starts[part_id], checksums)))
         del arrays
     if comm is not None:
         gathered = comm.gather(written, root=0)

@@ -1,71 +1,200 @@
 """How a process ends on failure: one line for bad input, the whole MPI job for any error.
 
 A rank that fails alone must never leave the others waiting in a collective, so every exit
-path here calls ``MPI_Abort`` when the world has more than one rank.
+path here calls ``MPI_Abort`` when the world has more than one rank. Every entry point
+(``partition``, ``train``, ``evaluate``, ``inspect``, ``generate``) is wrapped by
+:func:`entry_point`, which turns
+
+- an :class:`~hpcgnn.runtime.errors.InputError` into ``prog: error: <file>: <problem>``, exit 2;
+- an OS error (read-only or full output, missing file) into one line naming the file, exit 2;
+- SIGTERM (SLURM's cancel and time limit) and SIGINT into the removal of every unfinished
+  temporary file or directory, one line, exit 128 + the signal number;
+- any other exception into the traceback, prefixed with the rank, exit 1.
 """
 from __future__ import annotations
 
 import functools
 import os
+import signal
 import sys
 import threading
+import time
 import traceback
 
-from hpcgnn.runtime.comm import world
 from hpcgnn.runtime.errors import InputError
+from hpcgnn.runtime.files import os_error_in, os_reason, remove_temporaries
 
 _hook_installed = False
+_as_program = False
+_unraisable_noted = False
+_signals_installed = False
+# Ranks that get the signal together (SLURM signals every task) finish removing their
+# temporaries before the first one's MPI_Abort kills the rest.
+PEER_CLEANUP_S = 0.5
+
+
+def _world():
+    """``MPI.COMM_WORLD`` if this process initialised MPI (never initialises it), else None."""
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        return mpi.COMM_WORLD
+    return None
 
 
 def _abort_world(status):
-    """End this process, and the whole MPI job with it when MPI runs with several ranks."""
-    mpi = sys.modules.get("mpi4py.MPI")
-    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized() and mpi.COMM_WORLD.size > 1:
-        mpi.COMM_WORLD.Abort(status)
+    """End the whole MPI job when MPI runs with several ranks (returns otherwise)."""
+    world = _world()
+    if world is not None and world.size > 1:
+        world.Abort(status)
+
+
+def _rank_prefix() -> str:
+    world = _world()
+    return f"[rank {world.rank}/{world.size}] " if world is not None and world.size > 1 else ""
 
 
 def fail(prog, message, status=2):
     """Local. Print ``prog: error: message`` and end the process (the whole MPI job if any)."""
     print(f"{prog}: error: {message}", file=sys.stderr, flush=True)
     _abort_world(status)
+    if _as_program:
+        sys.stdout.flush()
+        os._exit(status)
     sys.exit(status)
 
 
+def crash(exc_type, exc, tb):
+    """Local. Print a traceback prefixed with the rank, then end the whole MPI job (status 1)."""
+    text = "".join(traceback.format_exception(exc_type, exc, tb))
+    prefix = _rank_prefix()
+    sys.stderr.write("".join(prefix + line + "\n" for line in text.rstrip().splitlines()))
+    sys.stderr.flush()
+    _abort_world(1)
+    os._exit(1)
+
+
+def os_error_line(exc: OSError) -> str:
+    """Local. ``<file>: <reason>`` for an OS error (``/data/out: Read-only file system``)."""
+    names = [str(n) for n in (exc.filename, exc.filename2) if n is not None]
+    return ": ".join(names + [os_reason(exc)]) if names else str(exc)
+
+
 def entry_point(prog):
-    """Local. Decorate a subcommand's ``main`` so InputError becomes a one-line error exit."""
+    """Local. Decorate a subcommand's ``main`` so that every failure ends the whole job promptly.
+
+    See the module docstring for what each kind of failure prints and its exit status.
+    """
     def wrap(fn):
         @functools.wraps(fn)
         def run(argv=None):
+            handle_termination(prog)
+            install_abort_hook(main_thread=False)  # the main thread's errors are handled right here
+            hooks = sys.excepthook, sys.unraisablehook
+            sys.excepthook = functools.partial(_note_unraisable, prog)
+            sys.unraisablehook = lambda info: _note_unraisable(prog, info.exc_type, info.exc_value, None)
             try:
                 return fn(argv)
             except InputError as exc:
                 fail(prog, str(exc))
             except KeyboardInterrupt:
+                remove_temporaries()
                 fail(prog, "interrupted", status=130)
+            except Exception as exc:
+                cause = os_error_in(exc)
+                if cause is None:  # a bug: its traceback, and the whole job ends
+                    world = _world()
+                    if not _as_program and (world is None or world.size == 1):
+                        raise  # called in-process by one process: the caller sees the exception
+                    crash(type(exc), exc, exc.__traceback__)
+                fail(prog, os_error_line(cause))
+            finally:
+                sys.excepthook, sys.unraisablehook = hooks
         return run
     return wrap
 
 
-def install_abort_hook(comm=None):
+def _note_unraisable(prog, exc_type, exc, tb):
+    """``sys.excepthook`` inside an entry point, which handles its own errors: what still reaches
+    it is an error a compiled extension could not raise (h5py reports a failed close of a file
+    whose write failed this way, just before raising the write's own error), so one line."""
+    global _unraisable_noted
+    if _unraisable_noted:  # one failure of an extension tends to come as many; the first says it
+        return
+    _unraisable_noted = True
+    text = " ".join(str(exc).split())
+    print(f"{prog}: note: ignored {exc_type.__name__}: {text[:160]}", file=sys.stderr, flush=True)
+
+
+def run_program(main):
+    """Local. Run an entry point's ``main`` as this process's program (``python -m``, the
+    ``hpcgnn`` command) and exit with its status.
+
+    A failure then ends the process at once, without the interpreter's teardown: after a
+    failed HDF5 write (a full disk), h5py can crash while freeing the broken file's objects,
+    which would turn a clean one-line error into a segmentation fault. Called in-process (tests,
+    notebooks), ``main`` raises ``SystemExit`` instead.
+    """
+    global _as_program
+    _as_program = True
+    sys.exit(main())
+
+
+def install_abort_hook(comm=None, main_thread=True):
     """Local. Make any unhandled exception, on any thread, end the whole MPI job.
 
     The failing rank prints its traceback prefixed with its rank, then calls ``Abort`` so
-    the other ranks do not wait forever in a collective.
+    the other ranks do not wait forever in a collective. ``comm`` is accepted for callers that
+    hold one; the job aborted is always the world's. ``main_thread=False`` leaves
+    ``sys.excepthook`` alone (threads only), for callers that catch the main thread's errors.
     """
     global _hook_installed
     if _hook_installed:
         return
-    comm = comm or world()
-
-    def abort(exc_type, exc, tb):
-        text = "".join(traceback.format_exception(exc_type, exc, tb))
-        prefix = f"[rank {comm.rank}/{comm.size}] "
-        sys.stderr.write("".join(prefix + line + "\n" for line in text.rstrip().splitlines()))
-        sys.stderr.flush()
-        if comm.size > 1:
-            comm.Abort(1)
-        os._exit(1)
-
-    sys.excepthook = abort
-    threading.excepthook = lambda args: abort(args.exc_type, args.exc_value, args.exc_traceback)
+    if main_thread:
+        sys.excepthook = crash
+    threading.excepthook = lambda args: crash(args.exc_type, args.exc_value, args.exc_traceback)
     _hook_installed = True
+
+
+def handle_termination(prog):
+    """Local. On SIGTERM or SIGINT: remove unfinished temporaries, print one line, end the job.
+
+    The work is done by a thread woken through :func:`signal.set_wakeup_fd`, so it happens
+    even while the main thread waits inside an MPI call (mpi4py releases the GIL there). A
+    main thread holding the GIL in a long compiled call (METIS) delays it until that returns.
+    Only the main thread can install signal handlers; elsewhere this does nothing.
+    """
+    global _signals_installed
+    if _signals_installed or threading.current_thread() is not threading.main_thread():
+        return
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _note_signal)
+    # a file-size limit should fail the write (EFBIG, reported as one line), not kill the rank
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+    def watch():
+        while True:
+            data = os.read(read_fd, 1)
+            if data and data[0] in (signal.SIGTERM, signal.SIGINT):
+                _terminate(prog, data[0])
+
+    threading.Thread(target=watch, name="hpcgnn-signals", daemon=True).start()
+    _signals_installed = True
+
+
+def _note_signal(signum, frame):
+    """Python-level handler: the watcher thread acts on the byte the C handler wrote."""
+
+
+def _terminate(prog, signum):
+    removed = remove_temporaries()
+    world = _world()
+    if world is not None and world.size > 1:
+        time.sleep(PEER_CLEANUP_S)
+    what = f"; removed {len(removed)} unfinished output(s)" if removed else ""
+    print(f"{prog}: error: {_rank_prefix()}stopped by {signal.Signals(signum).name}{what}", file=sys.stderr, flush=True)
+    _abort_world(128 + signum)
+    os._exit(128 + signum)

@@ -1,33 +1,126 @@
-"""Write-then-rename helpers: a reader never sees a half-written file or directory."""
+"""Write-then-rename helpers: a reader never sees a half-written file or directory.
+
+Every temporary path made here is registered until it is renamed into place or removed, so
+that a process ended by SIGTERM or SIGINT (:mod:`hpcgnn.runtime.abort`) removes what it was
+writing (:func:`remove_temporaries`) instead of leaving ``.name.tmp-*`` behind.
+"""
 from __future__ import annotations
 
 import contextlib
 import os
 import shutil
 import tempfile
+import threading
 import uuid
+
+from hpcgnn.runtime.errors import InputError
+
+_temporaries: set[str] = set()
+_cleanups: list = []
+_lock = threading.Lock()
+
+
+def _register(path):
+    with _lock:
+        _temporaries.add(path)
+
+
+def forget(path):
+    """Local. Stop tracking a temporary ``path`` (it was renamed into place or removed)."""
+    with _lock:
+        _temporaries.discard(os.path.abspath(os.fspath(path)))
+
+
+def on_termination(cleanup):
+    """Local. Call ``cleanup()`` too when the process is ended by a signal (a lock to release);
+    undo with :func:`cancel_on_termination`."""
+    with _lock:
+        _cleanups.append(cleanup)
+
+
+def cancel_on_termination(cleanup):
+    """Local. Forget a cleanup registered with :func:`on_termination`."""
+    with _lock:
+        if cleanup in _cleanups:
+            _cleanups.remove(cleanup)
+
+
+def remove_temporaries() -> list[str]:
+    """Local. Remove every temporary file and directory this process has not finished, and run
+    the cleanups registered with :func:`on_termination`; returns the paths removed.
+
+    Safe to call from a signal-handling thread: a writer still holding a removed file open
+    only writes into an unlinked inode.
+    """
+    with _lock:
+        paths = sorted(_temporaries)
+        _temporaries.clear()
+        cleanups = list(_cleanups)
+        _cleanups.clear()
+    for cleanup in cleanups:
+        with contextlib.suppress(Exception):
+            cleanup()
+    for path in paths:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+    return paths
 
 
 @contextlib.contextmanager
 def atomic_path(path, suffix=""):
     """Local. Yield a temporary path next to ``path``; rename it onto ``path`` on success.
 
-    On an exception the temporary file is removed and ``path`` is left untouched.
+    On an exception the temporary file is removed and ``path`` is left untouched. An OS error
+    while writing (read-only directory, full disk, quota) becomes an
+    :class:`~hpcgnn.runtime.errors.InputError` naming ``path``.
     """
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp" + suffix,
-                               dir=directory)
-    os.close(fd)
-    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a dataset should be shareable
+    tmp = None
     try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp" + suffix,
+                                   dir=directory)
+        _register(tmp)
+        os.close(fd)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a dataset should be shareable
         yield tmp
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        forget(tmp)
+    except BaseException as exc:
+        if tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            forget(tmp)
+        cause = os_error_in(exc)
+        if cause is not None:
+            raise InputError(path, f"cannot write ({os_reason(cause)})") from None
         raise
+
+
+def os_error_in(exc: BaseException) -> OSError | None:
+    """Local. The OS error (one with an errno) behind ``exc``, if any.
+
+    h5py reports a failed write as an ``OSError`` and then, while closing the file, raises a
+    ``RuntimeError`` in the middle of handling it: the OS error is in the exception's context.
+    """
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, OSError) and exc.errno is not None:
+            return exc
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
+def os_reason(exc: OSError) -> str:
+    """Local. The system's words for an OS error (``No space left on device``), without paths."""
+    if exc.errno is not None:
+        return os.strerror(exc.errno)
+    return str(exc.strerror or exc)
 
 
 def _umask():
@@ -37,13 +130,26 @@ def _umask():
 
 
 def make_temp_dir(final_dir):
-    """Local. A fresh, empty sibling directory of ``final_dir`` to build it in."""
+    """Local. A fresh, empty sibling directory of ``final_dir`` to build it in (tracked until
+    :func:`replace_dir` or :func:`forget`)."""
     final_dir = os.path.abspath(os.fspath(final_dir))
-    os.makedirs(os.path.dirname(final_dir), exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix="." + os.path.basename(final_dir) + ".tmp-",
-                           dir=os.path.dirname(final_dir))
+    try:
+        os.makedirs(os.path.dirname(final_dir), exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix="." + os.path.basename(final_dir) + ".tmp-",
+                               dir=os.path.dirname(final_dir))
+    except FileExistsError:  # makedirs met a file where a directory belongs
+        raise InputError(final_dir, "cannot create the output directory (a component of the path is a file)") from None
+    except OSError as exc:
+        raise InputError(final_dir, f"cannot create the output directory ({os_reason(exc)})") from None
+    _register(tmp)
     os.chmod(tmp, 0o777 & ~_umask())
     return tmp
+
+
+def remove_temp_dir(tmp_dir):
+    """Local. Remove an unfinished directory made by :func:`make_temp_dir`."""
+    shutil.rmtree(tmp_dir, ignore_errors=True)
+    forget(tmp_dir)
 
 
 def replace_dir(tmp_dir, final_dir):
@@ -56,3 +162,4 @@ def replace_dir(tmp_dir, final_dir):
         shutil.rmtree(old, ignore_errors=True)
     else:
         os.replace(tmp_dir, final_dir)
+    forget(tmp_dir)

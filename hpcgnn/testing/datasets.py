@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 
+import h5py
 import numpy as np
 
 from hpcgnn.prep import ondisk
@@ -37,3 +38,16 @@ def input_eids(path):
     """Local. For every global edge id, the edge's id in the partitioner's input."""
     meta = ondisk.read_meta(path)
     return np.concatenate([ondisk.read_part(path, meta, p)["eid"] for p in range(meta["num_parts"])]).astype(np.int64)
+
+
+def corrupt_bytes(part_file, dataset="feat", count=1000):
+    """Local. Overwrite up to ``count`` float32 values of ``dataset``'s stored bytes in
+    ``part_file`` with NaN, below HDF5 (as a failing disk or a stray write would), whatever the
+    dataset's layout (chunked: the first chunk; contiguous: the start)."""
+    with h5py.File(part_file, "r") as h5:
+        dset = h5[dataset]
+        offset = dset.id.get_chunk_info(0).byte_offset if dset.chunks else dset.id.get_offset()
+        nbytes = min(4 * count, dset.id.get_storage_size() - 8)  # stay inside the data, off its checksum
+    with open(part_file, "r+b") as fh:
+        fh.seek(offset)
+        fh.write(np.full(nbytes // 4, np.nan, dtype=np.float32).tobytes())

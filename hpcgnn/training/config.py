@@ -10,11 +10,26 @@ import os
 import tomllib
 
 from hpcgnn.runtime.errors import InputError
+from hpcgnn.runtime.watchdog import DEFAULT_TIMEOUT_S
+
+
+class FlagParser(argparse.ArgumentParser):
+    """Local. An argument parser that keeps each flag's action by destination (``flags``), so a
+    config file's values are checked as the flags themselves would check them."""
+
+    def __init__(self, *args, **kwargs):
+        self.flags = {}
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args, **kwargs):
+        action = super().add_argument(*args, **kwargs)
+        self.flags[action.dest] = action
+        return action
 
 
 def build_parser():
     """Local. The ``hpcgnn train`` argument parser (every flag is also a ``--config`` key)."""
-    p = argparse.ArgumentParser(prog="hpcgnn train", description="Train a GNN on a partitioned dataset, "
+    p = FlagParser(prog="hpcgnn train", description="Train a GNN on a partitioned dataset, "
                                 "one MPI rank per part: mpirun -np P python -m hpcgnn.train --data DIR ...")
     p.add_argument("--config", help="TOML or YAML file whose keys mirror these flags (flags win)")
     p.add_argument("--data", help="dataset directory written by 'hpcgnn partition' (required)")
@@ -51,10 +66,22 @@ def build_parser():
     p.add_argument("--checkpoint-dir", help="where checkpoints go")
     p.add_argument("--checkpoint-every", type=int, default=0, help="epochs between checkpoints (0: none)")
     p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --checkpoint-dir")
+    p.add_argument("--force", action="store_true",
+                   help="write checkpoints even when another run holds the lock of --checkpoint-dir (use only "
+                        "when that run is known to be gone: two live runs would overwrite each other's checkpoints)")
     p.add_argument("--metrics", help="JSON-lines file: one record per epoch and a final one")
     p.add_argument("--plot", help="directory for PNG curves and the per-rank time breakdown")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_watchdog_argument(p)
     return p
+
+
+def add_watchdog_argument(parser):
+    """Local. ``--watchdog-s``: seconds without progress on some rank before the job is ended."""
+    parser.add_argument("--watchdog-s", type=float, default=DEFAULT_TIMEOUT_S,
+                        help="end the job, naming the ranks at fault, when some rank makes no progress "
+                             f"(no training step or inference batch) for this many seconds (0: never; "
+                             f"default {DEFAULT_TIMEOUT_S:g})")
 
 
 def parse_args(argv=None):
@@ -99,23 +126,52 @@ def read_config(path, parser):
         raise InputError(path, "config file not found", "--config")
     try:
         if path.endswith((".yaml", ".yml")):
-            import yaml  # deferred: optional dependency, needed only for YAML configs
+            import yaml  # deferred: only YAML configs need it (installed with hpcgnn)
 
             with open(path) as fh:
-                values = yaml.safe_load(fh) or {}
+                values = yaml.safe_load(fh)  # safe_load: a config never constructs Python objects
+            values = {} if values is None else values  # an empty file sets nothing
         else:
             with open(path, "rb") as fh:
                 values = tomllib.load(fh)
+    except ImportError:
+        raise InputError(path, "YAML configs need PyYAML (pip install pyyaml)", "--config") from None
     except Exception as exc:  # any parse error becomes one line naming the file
-        raise InputError(path, f"unreadable config ({exc})", "--config") from None
+        # YAML parse errors span several lines (context, caret); the message must stay one.
+        detail = " ".join(str(exc).split())
+        raise InputError(path, f"unreadable config ({detail})", "--config") from None
+    if not isinstance(values, dict):
+        raise InputError(path, "config must be a mapping of flag names to values", "--config",
+                         type(values).__name__)
     known = set(vars(parser.parse_args([])))  # every flag, at its default
+    actions = parser.flags
     defaults = {}
     for key, value in values.items():
-        dest = key.replace("-", "_")
+        dest = str(key).replace("-", "_")
         if dest not in known or dest == "config":
             raise InputError(path, "unknown key", key, value)
-        defaults[dest] = ",".join(map(str, value)) if isinstance(value, list) else value
+        if isinstance(value, dict):
+            raise InputError(path, "must be a single value or a list", key, value)
+        value = ",".join(map(str, value)) if isinstance(value, list) else value
+        defaults[dest] = _config_value(path, key, value, actions[dest])
     return defaults
+
+
+def _config_value(path, key, value, action):
+    # argparse converts only string defaults and reports a bad one with its usage text, and it
+    # would keep a float for an int flag: check each value here, as the flag would be checked.
+    if action.nargs == 0:  # an on/off flag such as --resume
+        if not isinstance(value, bool):
+            raise InputError(path, "must be true or false", key, value)
+        return value
+    if action.type is not None and value is not None:
+        try:
+            value = action.type(str(value))
+        except (TypeError, ValueError):
+            raise InputError(path, f"not a valid {getattr(action.type, '__name__', 'value')}", key, value) from None
+    if action.choices is not None and value not in action.choices:
+        raise InputError(path, f"must be one of {', '.join(map(str, action.choices))}", key, value)
+    return value
 
 
 def build_evaluate_parser():
@@ -127,4 +183,5 @@ def build_evaluate_parser():
     p.add_argument("--batch-size", type=int, default=10_000, help="nodes per inference batch")
     p.add_argument("--save-embeddings", metavar="DIR",
                    help="write each rank's output rows (keyed by original id) to DIR/embeddings-RANK.h5")
+    add_watchdog_argument(p)
     return p

@@ -10,9 +10,15 @@ from hpcgnn.graph import DistGraph
 from hpcgnn.nn import build_model
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.store import DistEmbedding
-from hpcgnn.training.checkpoint import embedding_shard_path, load_checkpoint
+from hpcgnn.training.checkpoint import (
+    DATASET_KEYS,
+    check_fits,
+    embedding_shard_path,
+    latest_checkpoint,
+    load_checkpoint,
+)
 from hpcgnn.training.inference import input_rows, layerwise_inference, save_embeddings, split_accuracy
-from hpcgnn.training.session import EMBEDDING_NAME
+from hpcgnn.training.session import EMBEDDING_NAME, dataset_sizes
 
 
 def model_from_checkpoint(state, graph) -> torch.nn.Module:
@@ -31,12 +37,23 @@ def model_from_checkpoint(state, graph) -> torch.nn.Module:
 
 
 def evaluate_checkpoint(args, comm) -> dict:
-    """Collective over comm. Accuracy and loss of ``args.checkpoint`` on every split of ``args.data``."""
+    """Collective over comm. Accuracy and loss of ``args.checkpoint`` on every split of ``args.data``.
+
+    A checkpoint made for another dataset (node count, feature width, class count) is refused
+    on every rank before any inference.
+    """
     if not os.path.exists(args.checkpoint):
         raise InputError(args.checkpoint, "checkpoint not found", "--checkpoint")
+    path = latest_checkpoint(args.checkpoint) if os.path.isdir(args.checkpoint) else args.checkpoint
+    state = load_checkpoint(path)  # refused before the dataset is opened if it is not plain data
     graph = DistGraph(args.data, comm)
-    state = load_checkpoint(args.checkpoint)
-    model = model_from_checkpoint(state, graph)
+    if "label" not in graph.ndata:
+        raise InputError(os.path.join(args.data, "meta.json"), "dataset lacks a node field", "node_fields", "label")
+    check_fits(path, state["config"], dataset_sizes(graph, comm), DATASET_KEYS)
+    try:
+        model = model_from_checkpoint(state, graph)
+    except (RuntimeError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(path, f"checkpoint parameters do not fit its model config ({type(exc).__name__})") from None
     embedding = None
     if state["config"].get("embed_dim"):  # the learnable node embedding: this rank's shard beside the checkpoint
         directory = args.checkpoint if os.path.isdir(args.checkpoint) else os.path.dirname(args.checkpoint)

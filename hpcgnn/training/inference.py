@@ -18,6 +18,7 @@ from hpcgnn.nn import BlockTensors
 from hpcgnn.prep.graph import MASKS
 from hpcgnn.runtime.comm import mpi
 from hpcgnn.runtime.files import atomic_path
+from hpcgnn.runtime.watchdog import beat, waiting_in
 from hpcgnn.sampling import NeighborSampler
 from hpcgnn.store import DistTensor
 
@@ -76,11 +77,13 @@ def layerwise_inference(model, graph, batch_size=10_000, inputs=None, needs_degr
         out = DistTensor((graph.num_nodes, model.layers[i].out_features), np.float32, f"layer{i}",
                          comm=graph.comm, book=graph.book)
         for lo in range(0, local_ids.shape[0], batch_size):
+            beat(f"inference layer {i + 1} batch {lo // batch_size + 1}")
             chunk = local_ids[lo:lo + batch_size]
             batch = sampler.sample(graph, chunk)
             block = BlockTensors(batch.blocks[0], batch.input_degree)
             x = inputs(batch.input_gids) if i == 0 else torch.from_numpy(h.gather(batch.input_gids))
             out.local[lo:lo + chunk.shape[0]] = model.layer_forward(i, block, x).numpy()
+        waiting_in(f"the barrier after inference layer {i + 1}")
         out.barrier()
         if h is not None:
             h.close()

@@ -7,15 +7,20 @@ full-neighbourhood distributed inference, not a sampled estimate.
 """
 from __future__ import annotations
 
+import math
 import time
 from typing import NamedTuple
 
 import numpy as np
+import torch
 from torch.nn import functional as F
 
 from hpcgnn.runtime.collectives import allreduce_
+from hpcgnn.runtime.errors import InputError
+from hpcgnn.runtime.watchdog import Watchdog, beat, waiting_in
 from hpcgnn.training.checkpoint import resume_session, save_session
 from hpcgnn.training.inference import input_rows, layerwise_inference, model_inputs, split_accuracy
+from hpcgnn.training.lock import checkpoint_lock
 from hpcgnn.training.plots import plot_history
 from hpcgnn.training.reporting import Reporter, epoch_record, final_record, progress
 from hpcgnn.training.session import Session, open_session
@@ -41,6 +46,7 @@ def train_step(session: Session, batch) -> StepResult:
     loss = F.cross_entropy(logits, labels) if labels.numel() else logits.sum() * 0.0  # a padding step
     loss.backward()
     t1 = time.perf_counter()
+    waiting_in("the gradient Allreduce")
     allreduce_(session.grads.buffer.numpy(), session.comm, average=True)
     t2 = time.perf_counter()
     session.optimizer.step()
@@ -57,16 +63,43 @@ def train_epoch(session: Session, epoch, show_progress=False) -> dict:
     totals = np.zeros(3)
     compute_s = allreduce_s = 0.0
     t_epoch = time.perf_counter()
-    for batch in progress(session.loader, len(session.loader), epoch, show_progress):
+    beat(f"epoch {epoch + 1} step 1 (loading the batch)")
+    for i, batch in enumerate(progress(session.loader, len(session.loader), epoch, show_progress)):
+        beat(f"epoch {epoch + 1} step {i + 1}")
         step = train_step(session, batch)
+        if not math.isfinite(step.loss_sum):
+            raise InputError(None, f"training loss is {step.loss_sum / max(step.seen, 1)} at epoch {epoch + 1} "
+                             f"step {i + 1} on rank {session.comm.rank}: diverged (lower --lr) or non-finite "
+                             "input (check the dataset with 'hpcgnn inspect --verify')")
+        beat(f"epoch {epoch + 1} step {i + 2} (loading the batch)")
         totals += (step.loss_sum, step.correct, step.seen)
         compute_s += step.compute_s
         allreduce_s += step.allreduce_s
+    average_buffers(session.model, session.comm)
     epoch_time = time.perf_counter() - t_epoch
     stats = session.loader.stats
     phases = {"sample": stats.sample_s, "gather": stats.gather_s, "compute": compute_s, "allreduce": allreduce_s,
               "wait": stats.wait_s}
     return epoch_record(session.comm, epoch + 1, totals, epoch_time, phases, stats)
+
+
+def average_buffers(model, comm):
+    """Collective over comm. Replace every floating-point buffer of ``model`` (BatchNorm's running
+    statistics) by its mean over the ranks.
+
+    Each rank's running statistics follow its own batches; without this, ranks would evaluate
+    and checkpoint different models. Parameters need nothing: the gradient Allreduce keeps them
+    identical.
+    """
+    buffers = [b for b in model.buffers() if b.is_floating_point()]
+    if not buffers or comm.size == 1:
+        return
+    flat = torch.cat([b.detach().reshape(-1) for b in buffers]).to(torch.float64)
+    allreduce_(flat.numpy(), comm, average=True)
+    offset = 0
+    for b in buffers:
+        b.copy_(flat[offset:offset + b.numel()].view_as(b))
+        offset += b.numel()
 
 
 def evaluate(session: Session, batch_size) -> dict:
@@ -83,7 +116,18 @@ def every(period, epoch, last) -> bool:
 
 
 def run(args, comm):
-    """Collective over comm. Train as ``args`` say; return ``(model, history)`` (history: per-epoch records)."""
+    """Collective over comm. Train as ``args`` say; return ``(model, history)`` (history: per-epoch records).
+
+    A run that writes checkpoints holds the checkpoint directory's lock from start to end
+    (:mod:`hpcgnn.training.lock`), so two runs never overwrite each other's checkpoints.
+    """
+    directory = args.checkpoint_dir if args.checkpoint_every else None
+    with checkpoint_lock(directory, comm, force=getattr(args, "force", False)):
+        return _train(args, comm)
+
+
+def _train(args, comm):
+    """Collective over comm. :func:`run`, once the checkpoint directory is locked."""
     session = open_session(args, comm)
     first_epoch, history = resume_session(session, args.checkpoint_dir) if args.resume else (0, [])
     session.loader.epoch = first_epoch
@@ -92,6 +136,7 @@ def run(args, comm):
                f"{session.graph.num_edges:,} edges, {comm.size} ranks, {args.model} {args.layers}x{args.hidden}, "
                f"fanouts {args.fanouts}, {len(session.loader)} steps/epoch, {session.config['num_classes']} classes, "
                f"prefetch {session.config['prefetch']}, {session.config['threads']} torch threads per rank")
+    watchdog = Watchdog(comm, args.watchdog_s, "hpcgnn train")
 
     for epoch in range(first_epoch, args.epochs):
         record = train_epoch(session, epoch, show_progress=comm.rank == 0 and not args.no_progress)
@@ -102,6 +147,7 @@ def run(args, comm):
         if args.checkpoint_every and (epoch + 1) % args.checkpoint_every == 0:
             save_session(session, args.checkpoint_dir, epoch + 1, history)
 
+    watchdog.close()
     report.final(final_record(comm, history, args.epochs))
     if args.plot and comm.rank == 0:
         plot_history(history, args.plot)

@@ -17,7 +17,8 @@ import torch
 from hpcgnn.graph import DistGraph, node_split
 from hpcgnn.loading import NodeDataLoader
 from hpcgnn.nn import build_model, seed_dropout
-from hpcgnn.runtime.collectives import broadcast_
+from hpcgnn.prep import ondisk
+from hpcgnn.runtime.collectives import broadcast_, fail_together
 from hpcgnn.runtime.comm import cores_per_rank, mpi
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.rng import derive_seed
@@ -65,20 +66,53 @@ class Session:
         self.graph.close()
 
 
+FINITE_CHECK_ROWS = 65_536
+
+
+def check_finite(graph, field, comm):
+    """Collective over comm. Refuse a float node field holding NaN or infinity on any rank.
+
+    ReLU turns a NaN input into 0, so NaN features do not even show in the training loss: the
+    run would finish at chance accuracy. One pass over this rank's rows, in chunks (a boolean
+    copy of a whole shard would cost a quarter of its memory), at start-up.
+    """
+    error = None
+    if field in graph.ndata and np.issubdtype(graph.ndata[field].dtype, np.floating):
+        local = graph.ndata[field].local
+        start = graph.local_nodes[0]
+        for lo in range(0, local.shape[0], FINITE_CHECK_ROWS):
+            chunk = local[lo:lo + FINITE_CHECK_ROWS].reshape(min(FINITE_CHECK_ROWS, local.shape[0] - lo), -1)
+            bad = np.flatnonzero(~np.isfinite(chunk).all(axis=1))
+            if bad.size:
+                value = chunk[bad[0]][~np.isfinite(chunk[bad[0]])][0]
+                error = InputError(ondisk.part_path(graph.path, graph.meta, comm.rank),
+                                   f"non-finite value in node {start + lo + bad[0]} (new id)", field, float(value))
+                break
+    fail_together(comm, error, graph.path)
+
+
 def model_config(args, graph, comm) -> dict:
-    """Collective over comm. The flags plus the sizes the dataset decides (classes, input width)."""
+    """Collective over comm. The flags plus the sizes the dataset decides (nodes, classes, input width)."""
     for field in (("feat",) if not args.embed_dim else ()) + ("label", "train_mask"):
         if field not in graph.ndata:
             raise InputError(os.path.join(args.data, "meta.json"), "dataset lacks a node field", "node_fields", field)
+    sizes = dataset_sizes(graph, comm)
+    return dict(vars(args), **sizes, in_dim=sizes["feat_dim"] + args.embed_dim, ranks=comm.size)
+
+
+def dataset_sizes(graph, comm) -> dict:
+    """Collective over comm. What the dataset decides of a model: ``num_nodes``, ``feat_dim`` (0
+    without features) and ``num_classes`` (one more than the largest label)."""
     local_max = int(graph.ndata["label"].local.max(initial=-1))
     num_classes = int(comm.allreduce(local_max, op=mpi().MAX)) + 1
-    feat_dim = graph.ndata["feat"].shape[1] if "feat" in graph.ndata else 0
-    return dict(vars(args), num_classes=num_classes, in_dim=feat_dim + args.embed_dim, ranks=comm.size)
+    feat_dim = int(graph.ndata["feat"].shape[1]) if "feat" in graph.ndata else 0
+    return {"num_nodes": int(graph.num_nodes), "feat_dim": feat_dim, "num_classes": num_classes}
 
 
 def open_session(args, comm) -> Session:
     """Collective over comm. Load the dataset and build the loader, model and optimizers."""
     graph = DistGraph(args.data, comm, progress_interval=None if args.progress_ms < 0 else args.progress_ms / 1000)
+    check_finite(graph, "feat", comm)
     config = model_config(args, graph, comm)
     torch.manual_seed(derive_seed(args.seed, "model_init"))
     model = build_model(config, config["in_dim"], config["num_classes"])
@@ -88,7 +122,11 @@ def open_session(args, comm) -> Session:
     prefetch, threads = thread_plan(args.prefetch, cores_per_rank(comm))
     torch.set_num_threads(threads)
     config.update(prefetch=prefetch, threads=threads)
-    loader = NodeDataLoader(graph, node_split("train_mask", graph, seed=args.seed), sampler, args.batch_size,
+    train_ids = node_split("train_mask", graph, seed=args.seed)
+    if comm.allreduce(train_ids.shape[0]) == 0:
+        raise InputError(os.path.join(args.data, "meta.json"), "no training nodes: the mask selects none",
+                         "train_mask", 0)
+    loader = NodeDataLoader(graph, train_ids, sampler, args.batch_size,
                             prefetch=prefetch, seed=args.seed, feature="feat" if "feat" in graph.ndata else None,
                             cache_bytes=int(args.cache_mb * 2**20))
     # the fused CPU kernel: one pass over all parameters, a third of the foreach version's time

@@ -64,12 +64,12 @@ def test_node_split_is_disjoint_complete_and_even(nranks, comm, shared_tmp):
             assert owned == min(len(local_selected), len(mine))
 
 
-@pytest.mark.mpi(sizes=(2,))
+@pytest.mark.mpi(sizes=(2, 4))
 def test_part_count_mismatch_is_a_clear_error(nranks, comm, shared_tmp):
     from hpcgnn import DistGraph
 
     path, _ = make_dataset(comm, shared_tmp, 3, name="three")
-    with pytest.raises(InputError, match=r"num_parts.*3 parts but the job has 2 ranks"):
+    with pytest.raises(InputError, match=rf"num_parts.*3 parts but the job has {nranks} ranks"):
         DistGraph(path, comm)
 
 

@@ -185,7 +185,7 @@ def onehot(labels, classes=3):
 
 
 TOY_FEATURES = np.arange(1, 9 * 4 + 1, dtype=np.float32).reshape(9, 4)
-TOY_LABELS = np.array([0, 1, 2, 0, 1, 2, 1, -1, -1])  # node 7 has no row; node 8's ty row is empty
+TOY_LABELS = np.array([0, 1, 2, 0, 1, 2, 1, -1, 2])  # node 7 has no row: unlabelled, in no mask
 TOY_TEST = [8, 6]
 TOY_ADJ = {0: [1, 2], 1: [0], 2: [0, 8], 3: [], 4: [5, 5], 5: [4, 4], 6: [6], 7: [], 8: [2]}
 
@@ -232,6 +232,8 @@ def test_planetoid_assembly(tmp_path, where):
     ("test.index", b"8\nsix\n", r"ind\.toy\.test\.index: field 'test.index': not an integer node id on line 2"),
     ("test.index", b"8\n3\n", r"field 'test.index': test id inside the allx rows \[0, 6\) \(value 3\)"),
     ("test.index", b"8\n8\n", r"field 'test.index': duplicate test node id \(value 8\)"),
+    ("ty", pickle.dumps(onehot([-1, 1]), protocol=2),  # test node 8's label row is empty
+     r"ind\.toy: field 'label': node 8 is in test_mask but has label -1 \(unlabelled; 1 such node\(s\)\) \(value 8\)"),
 ])
 def test_planetoid_bad_input(tmp_path, part, content, pattern):
     write_planetoid(tmp_path)
@@ -330,7 +332,8 @@ def write_ogb(root, schemes=("time",)):
     for index, scheme in enumerate(schemes):
         split = root / "split" / scheme
         split.mkdir(parents=True)
-        for stem, ids in (("train", [0, 1 + index]), ("valid", [3]), ("test", [4])):
+        # node 1 is unlabelled (nan), so it is in no split
+        for stem, ids in (("train", [0, 2] if index else [2]), ("valid", [3]), ("test", [4])):
             write(split / f"{stem}.csv.gz", "".join(f"{i}\n" for i in ids))
     return root
 
@@ -345,7 +348,7 @@ def test_ogb_round_trip(tmp_path):
     np.testing.assert_array_equal(graph.ndata["label"], [3, -1, 0, 1, 2])
     np.testing.assert_allclose(graph.edata["feat"][:, 0], WEIGHT)
     assert np.flatnonzero(graph.ndata["train_mask"]).tolist() == [0, 2]  # "alt" sorts first
-    assert np.flatnonzero(read_ogb(root / "raw", split="time").ndata["train_mask"]).tolist() == [0, 1]
+    assert np.flatnonzero(read_ogb(root / "raw", split="time").ndata["train_mask"]).tolist() == [2]
     assert np.flatnonzero(graph.ndata["val_mask"]).tolist() == [3]
     assert np.flatnonzero(graph.ndata["test_mask"]).tolist() == [4]
 

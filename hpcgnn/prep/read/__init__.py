@@ -8,7 +8,9 @@ from __future__ import annotations
 import argparse
 import inspect
 import os
+import pickle
 import zipfile
+import zlib
 
 from hpcgnn.prep.read.edgelist import read_edgelist
 from hpcgnn.prep.read.npz import read_npz, write_npz
@@ -25,9 +27,12 @@ _READERS = {"npz": read_npz, "edgelist": read_edgelist, "planetoid": read_planet
 # Reader keyword -> (command-line flag, default, attribute on the argparse namespace).
 _FLAGS = {"delimiter": ("--delimiter", None, "delimiter"), "header": ("--header", None, "header"),
           "id_base": ("--id-base", 0, "id_base"), "num_nodes": ("--num-nodes", None, "num_nodes"),
-          "split": ("--ogb-split", None, "ogb_split")}
+          "relabel": ("--relabel", False, "relabel"), "split": ("--ogb-split", None, "ogb_split")}
+# What parsers (numpy, zipfile, gzip, pickle, csv) raise on a truncated, empty or foreign file.
+_PARSE_ERRORS = (EOFError, OSError, ValueError, KeyError, IndexError, TypeError, AttributeError,
+                 zipfile.BadZipFile, zlib.error, pickle.UnpicklingError)
 _FORMAT_OPTIONS = {"npz": (), "planetoid": (), "shchur": (), "ogb": ("split",),
-                   "edgelist": ("delimiter", "header", "id_base", "num_nodes")}
+                   "edgelist": ("delimiter", "header", "id_base", "num_nodes", "relabel")}
 
 __all__ = ["FORMATS", "add_reader_arguments", "detect_format", "read_edgelist", "read_graph", "read_npz",
            "read_ogb", "read_planetoid", "read_shchur", "reader_options", "write_npz"]
@@ -110,17 +115,19 @@ def read_graph(path, format=None, **options):
         One of ``FORMATS``; detected from ``path`` when None.
     **options
         Keyword options of the chosen reader (``read_edgelist``: ``delimiter``, ``header``,
-        ``id_base``, ``num_nodes``, ...; ``read_ogb``: ``split``; ``read_planetoid``: ``name``).
+        ``id_base``, ``num_nodes``, ``relabel``, ...; ``read_ogb``: ``split``; ``read_planetoid``: ``name``).
 
     Returns
     -------
     Graph
-        The graph, already checked by ``Graph.validate``.
+        The graph, already checked by ``Graph.validate`` and ``Graph.check_memory``.
 
     Raises
     ------
     InputError
-        For an unknown format, an option the reader does not take, or bad input.
+        For an unknown format, an option the reader does not take, or bad input. Any error a
+        parser raises on a file it cannot read (EOFError, zipfile.BadZipFile, ValueError,
+        OSError, KeyError, ...) becomes an InputError naming the file and the format.
     """
     path = os.fspath(path)
     if format is None:
@@ -132,7 +139,18 @@ def read_graph(path, format=None, **options):
     for key, value in options.items():
         if key not in accepted or key == "path":
             raise InputError(path, f"option does not apply to format {format}", key, _shown(value))
-    return reader(path, **options)
+    try:
+        graph = reader(path, **options)
+    except InputError:
+        raise
+    except MemoryError:
+        raise InputError(path, f"too large to read as {format} in the available memory", "format", format) from None
+    except _PARSE_ERRORS as exc:
+        # Readers name the field for the faults they know; anything else a parser raises on a
+        # truncated, empty or foreign file still ends as one line naming the file and format.
+        detail = " ".join(f"{type(exc).__name__}: {exc}".split())
+        raise InputError(path, f"cannot be read as {format} ({detail})", "format", format) from None
+    return graph.check_memory()
 
 
 def _shown(value):
@@ -165,7 +183,7 @@ def add_reader_arguments(parser):
     ----------
     parser : argparse.ArgumentParser
         Gains ``--format``, ``--delimiter``, ``--header``/``--no-header``, ``--id-base``,
-        ``--num-nodes`` and ``--ogb-split`` in an "input format" group.
+        ``--num-nodes``, ``--relabel`` and ``--ogb-split`` in an "input format" group.
 
     Returns
     -------
@@ -187,6 +205,9 @@ def add_reader_arguments(parser):
                        help="smallest node id in the edge list; 1-based ids are shifted down (default 0)")
     group.add_argument("--num-nodes", type=_positive_int, default=None,
                        help="edge-list node count (default: largest id + 1)")
+    group.add_argument("--relabel", action="store_true",
+                       help="number the edge list's ids 0..n-1 in sorted order (for sparse ids such as "
+                            "raw user ids); the file's id is kept as node field raw_id")
     group.add_argument("--ogb-split", default=None, metavar="SCHEME",
                        help="OGB split scheme under split/ (default: the only or first one)")
     return group

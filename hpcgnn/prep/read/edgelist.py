@@ -350,7 +350,7 @@ def graph_name(path):
 
 
 def read_edgelist(path, delimiter=None, header=None, id_base=0, num_nodes=None, comment="#",
-                  chunk_bytes=DEFAULT_CHUNK_BYTES, name=None) -> Graph:
+                  chunk_bytes=DEFAULT_CHUNK_BYTES, name=None, relabel=False) -> Graph:
     """Local. Read a text edge list (``src dst [weight]`` per line, optionally gzipped).
 
     Parameters
@@ -373,6 +373,10 @@ def read_edgelist(path, delimiter=None, header=None, id_base=0, num_nodes=None, 
         Bytes parsed per block; small values are only useful in tests.
     name : str, optional
         Graph name; default is the file name without extensions.
+    relabel : bool
+        Number the ids that occur 0..n-1 in ascending order and keep each node's id as written
+        in the file as node field ``raw_id`` (int64). For sparse ids (raw user or page ids),
+        which would otherwise imply a node per possible id; excludes ``num_nodes``.
 
     Returns
     -------
@@ -386,6 +390,9 @@ def read_edgelist(path, delimiter=None, header=None, id_base=0, num_nodes=None, 
     if num_nodes is not None and (isinstance(num_nodes, bool) or not isinstance(num_nodes, (int, np.integer))
                                   or num_nodes <= 0):
         raise InputError(path, "must be a positive integer", "num_nodes", num_nodes)
+    if relabel and num_nodes is not None:
+        raise InputError(path, "cannot be combined with relabel (the count is then the number of distinct ids)",
+                         "num_nodes", num_nodes)
     detect = delimiter is None
     delimiter = _check_delimiter(path, delimiter)
     with TextTable(path, comment, chunk_bytes) as table:
@@ -417,6 +424,13 @@ def read_edgelist(path, delimiter=None, header=None, id_base=0, num_nodes=None, 
         raise InputError(path, "no edge lines after the header", "src", "<none>")
     src, dst = np.concatenate(src_parts), np.concatenate(dst_parts)
     del src_parts, dst_parts
+    edata = {"weight": np.concatenate(weight_parts)} if weight_parts else {}
+    if relabel:
+        raw_ids, dense = np.unique(np.concatenate([src, dst]), return_inverse=True)
+        dense = dense.astype(np.int64, copy=False).reshape(-1)
+        graph = Graph(int(raw_ids.shape[0]), dense[:src.shape[0]], dense[src.shape[0]:], {"raw_id": raw_ids},
+                      edata, name=name or graph_name(path), source=path)
+        return graph.validate()
     largest = max(int(src.max()), int(dst.max()))
     if num_nodes is None:
         num_nodes = largest + 1 - id_base
@@ -427,6 +441,5 @@ def read_edgelist(path, delimiter=None, header=None, id_base=0, num_nodes=None, 
     if id_base:
         src -= id_base
         dst -= id_base
-    edata = {"weight": np.concatenate(weight_parts)} if weight_parts else {}
     graph = Graph(int(num_nodes), src, dst, {}, edata, name=name or graph_name(path), source=path)
     return graph.validate()

@@ -25,10 +25,13 @@ def read_npz(path, name=None) -> Graph:
     path = os.fspath(path)
     if not os.path.exists(path):
         raise InputError(path, "file not found")
+    # np.load would take a non-zip file for a pickle and blame pickling; say what it is not.
+    if not zipfile.is_zipfile(path):
+        raise InputError(path, "not a .npz (zip) archive: empty, truncated or another kind of file", "format", "npz")
     try:
         archive = np.load(path, allow_pickle=False)
     except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise InputError(path, f"not a readable .npz file ({exc})") from None
+        raise InputError(path, f"not a readable .npz file ({exc})", "format", "npz") from None
     with archive:
         keys = set(archive.files)
         for required in ("src", "dst"):

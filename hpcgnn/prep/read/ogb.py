@@ -19,7 +19,7 @@ import os
 
 import numpy as np
 
-from hpcgnn.prep.graph import Graph
+from hpcgnn.prep.graph import Graph, check_memory
 from hpcgnn.prep.read.edgelist import DEFAULT_CHUNK_BYTES, read_numeric_table
 from hpcgnn.runtime.errors import InputError
 
@@ -147,6 +147,8 @@ def read_ogb(directory, split=None, name=None, chunk_bytes=DEFAULT_CHUNK_BYTES) 
         if ids.min() < 0 or ids.max() >= num_nodes:
             bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
             raise InputError(edge_path, f"node id out of range [0, {num_nodes})", field, bad)
+    # Features, labels and masks below have num_nodes rows: refuse an impossible count first.
+    check_memory(_require(raw, "num-node-list"), num_nodes, src.shape[0], "num_nodes", num_nodes)
     ndata, edata = {}, {}
     feat_path = _find(raw, "node-feat")
     if feat_path:

@@ -22,7 +22,7 @@ import pickle
 import numpy as np
 import scipy.sparse as sp
 
-from hpcgnn.prep.graph import Graph
+from hpcgnn.prep.graph import Graph, check_memory, check_sparse_ids
 from hpcgnn.runtime.errors import InputError
 
 PICKLED_PARTS = ("x", "y", "tx", "ty", "allx", "ally", "graph")
@@ -241,6 +241,12 @@ def read_planetoid(directory_or_prefix, name=None) -> Graph:
             raise InputError(files["test.index"], "duplicate test node id", "test.index",
                              int(unique[counts > 1][0]))
     num_nodes = int(max(num_known, test_index.max(initial=-1) + 1))
+    src, dst = _edges_from_dict(loaded["graph"], files["graph"])
+    # Every array below has num_nodes rows: refuse a huge test id before allocating them.
+    if num_nodes > num_known:
+        check_sparse_ids(files["test.index"], num_nodes, num_known + test_index.shape[0] + 2 * src.shape[0],
+                         "test.index", num_nodes - 1)
+        check_memory(files["test.index"], num_nodes, src.shape[0], "test.index", num_nodes - 1)
 
     # One extra all-zero row stands in for ids that have neither an allx nor a tx row.
     stacked = sp.vstack([allx, tx, sp.csr_matrix((1, allx.shape[1]), dtype=np.float32)], format="csr")
@@ -252,7 +258,6 @@ def read_planetoid(directory_or_prefix, name=None) -> Graph:
     labels[:num_known] = _labels_from_onehot(ally)
     labels[test_index] = _labels_from_onehot(ty)
 
-    src, dst = _edges_from_dict(loaded["graph"], files["graph"])
     for field, ids in (("src", src), ("dst", dst)):
         if ids.size and (ids.min() < 0 or ids.max() >= num_nodes):
             bad = int(ids.min()) if ids.min() < 0 else int(ids.max())

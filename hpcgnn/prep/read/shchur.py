@@ -16,7 +16,7 @@ import zipfile
 import numpy as np
 import scipy.sparse as sp
 
-from hpcgnn.prep.graph import Graph
+from hpcgnn.prep.graph import Graph, as_index_array
 from hpcgnn.prep.read.planetoid import safe_pickle_load
 from hpcgnn.runtime.errors import InputError
 
@@ -28,12 +28,16 @@ class _Archive:
 
     def __init__(self, path):
         self.path = path
+        # np.load would take a non-zip file for a pickle and blame pickling; say what it is not.
+        if not zipfile.is_zipfile(path):
+            raise InputError(path, "not a .npz (zip) archive: empty, truncated or another kind of file",
+                             "format", "shchur")
         try:
             self._npz = np.load(path, allow_pickle=False)
         except (OSError, ValueError, zipfile.BadZipFile) as exc:
-            raise InputError(path, f"not a readable .npz file ({exc})") from None
+            raise InputError(path, f"not a readable .npz file ({exc})", "format", "shchur") from None
         if not hasattr(self._npz, "files"):
-            raise InputError(path, "holds a single array, not a .npz archive of named arrays")
+            raise InputError(path, "holds a single array, not a .npz archive of named arrays", "format", "shchur")
         self.keys = set(self._npz.files)
 
     def close(self):
@@ -71,6 +75,11 @@ def _matrix(archive, prefix, dense_key):
         if missing:
             raise InputError(path, "missing required array", missing[0], f"found {present}")
         data, indices, indptr, shape = (archive[key] for key in parts)
+        # scipy would cast float indices to int, silently truncating a corrupt 1.5 to 1.
+        indices, indptr, shape = (as_index_array(path, key, values)
+                                  for key, values in zip(parts[1:], (indices, indptr, shape)))
+        if shape.shape != (2,):
+            raise InputError(path, "must hold two numbers (rows, columns)", parts[3], shape.tolist())
         try:
             matrix = sp.csr_matrix((data, indices, indptr), shape=tuple(int(n) for n in shape))
             matrix.check_format(full_check=True)

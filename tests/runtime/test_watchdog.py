@@ -1,0 +1,126 @@
+"""The watchdog ends a job whose rank stopped (SIGSTOP) or got stuck outside MPI, naming it."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import psutil
+import pytest
+
+from tests.conftest import kill_tree, mpiexec_path
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run_job(nranks, args, timeout, on_start=None):
+    proc = subprocess.Popen([mpiexec_path(), "-n", str(nranks), sys.executable, *args], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, OMP_NUM_THREADS="1"), start_new_session=True)
+    try:
+        if on_start is not None:
+            on_start(proc)
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_tree(proc)
+        out, err = proc.communicate()
+        pytest.fail(f"hang: the job did not end within {timeout}s\n{err[-3000:]}")
+    finally:
+        kill_tree(proc)
+    return proc.returncode, out, err
+
+
+def rank_process(proc, rank, timeout=60):
+    """The psutil process of MPI rank ``rank`` under ``proc`` (MPICH sets PMI_RANK)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            try:
+                if "python" in child.name() and child.environ().get("PMI_RANK") == str(rank):
+                    return child
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+        time.sleep(0.1)
+    pytest.fail(f"rank {rank} never started")
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    base = tmp_path_factory.mktemp("wd")
+    graph = str(base / "g.npz")
+    subprocess.run([sys.executable, "-m", "hpcgnn.generate", "rmat", "--nodes", "3000", "--edges", "30000",
+                    "--out", graph], check=True, cwd=ROOT, capture_output=True)
+    data = {}
+    for parts in (3,):
+        data[parts] = str(base / f"d{parts}")
+        subprocess.run([sys.executable, "-m", "hpcgnn.partition", graph, "--parts", str(parts), "--out", data[parts]],
+                       check=True, cwd=ROOT, capture_output=True)
+    return data
+
+
+@pytest.mark.parametrize("nranks", [3])
+def test_a_stopped_rank_ends_the_job_naming_it(nranks, dataset, tmp_path):
+    metrics = tmp_path / "m.jsonl"
+    stopped = nranks - 1
+
+    def stop_a_rank_mid_training(proc):
+        deadline = time.monotonic() + 120
+        while not (metrics.exists() and metrics.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.1)  # one epoch done: every rank is in the training loop
+        rank_process(proc, stopped).send_signal(signal.SIGSTOP)
+
+    t0 = time.monotonic()
+    code, _, err = run_job(nranks, ["-m", "hpcgnn.train", "--data", dataset[nranks], "--epochs", "100000",
+                                    "--hidden", "8", "--fanouts", "3,3", "--batch-size", "20", "--eval-every", "0",
+                                    "--no-progress", "--metrics", str(metrics), "--watchdog-s", "3"],
+                           timeout=150, on_start=stop_a_rank_mid_training)
+    assert code != 0
+    lines = [line for line in err.splitlines() if "watchdog:" in line]
+    assert len(lines) == 1, err
+    assert f"rank {stopped} did not answer" in lines[0], lines[0]
+    assert "rank 0" in lines[0] or "ranks 0" in lines[0], lines[0]
+    assert time.monotonic() - t0 < 140
+    assert json.loads(metrics.read_text().splitlines()[0])["epoch"] == 1
+
+
+STUCK = textwrap.dedent("""
+    import sys, time
+    from hpcgnn.runtime.comm import world
+    from hpcgnn.runtime.watchdog import Watchdog, beat, waiting_in
+
+    comm = world()
+    watchdog = Watchdog(comm, float(sys.argv[1]), "stuck-test")
+    for step in range(3):
+        beat(f"step {step}")
+        comm.Barrier()
+    if comm.rank == 1:
+        beat("reading a file")
+        time.sleep(120)  # stuck outside MPI, still alive: its watchdog thread answers
+    waiting_in("the final barrier")
+    comm.Barrier()
+    watchdog.close()
+""")
+
+
+def test_a_rank_stuck_outside_mpi_is_named_with_where_it_is(tmp_path):
+    script = tmp_path / "stuck.py"
+    script.write_text(STUCK)
+    t0 = time.monotonic()
+    code, _, err = run_job(3, [str(script), "2"], timeout=90)
+    assert code != 0
+    lines = [line for line in err.splitlines() if "watchdog:" in line]
+    assert len(lines) == 1, err
+    assert "rank 1 at reading a file" in lines[0], lines[0]
+    assert "ranks 0,2 at the final barrier" in lines[0], lines[0]
+    assert "did not answer" not in lines[0]
+    assert time.monotonic() - t0 < 60
+
+
+def test_no_watchdog_message_when_every_rank_progresses(tmp_path):
+    script = tmp_path / "fine.py"
+    script.write_text(STUCK.replace("time.sleep(120)", "time.sleep(0.5)"))
+    code, _, err = run_job(3, [str(script), "2"], timeout=90)
+    assert code == 0, err
+    assert "watchdog" not in err

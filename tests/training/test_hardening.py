@@ -1,0 +1,125 @@
+"""What the training step must get exactly right, and the run-time errors it must refuse."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from hpcgnn.testing.datasets import make_dataset
+from tests.conftest import mpiexec_path
+
+
+def args_for(path, *extra):
+    from hpcgnn.training.config import parse_args
+
+    return parse_args(["--data", path, "--hidden", "16", "--fanouts", "3,4", "--batch-size", "40", "--no-progress",
+                       "--prefetch", "0", "--dropout", "0", "--eval-every", "0", *extra])
+
+
+@pytest.mark.mpi(sizes=(1, 2, 4))
+def test_the_step_applies_the_mean_of_the_ranks_gradients(nranks, comm, shared_tmp):
+    """The gradient of a step is the mean over ranks of each rank's own batch gradient (not the sum,
+    which Adam's scale invariance would otherwise hide)."""
+    from hpcgnn.training.loop import train_step
+    from hpcgnn.training.session import open_session
+
+    path, _ = make_dataset(comm, shared_tmp, nranks, num_nodes=600)
+    session = open_session(args_for(path), comm)
+    batch = next(iter(session.loader))
+    session.grads.zero()
+    logits = session.model(batch.blocks, batch.feat, batch.input_degree)
+    torch.nn.functional.cross_entropy(logits, batch.label.long()).backward()
+    own = session.grads.buffer.numpy().copy()
+    assert np.abs(own).sum() > 0
+    expected = np.mean(comm.allgather(own), axis=0)
+    train_step(session, batch)
+    assert np.allclose(session.grads.buffer.numpy(), expected, rtol=1e-5, atol=1e-7)
+    session.close()
+
+
+@pytest.mark.mpi(sizes=(2,))
+def test_batch_norm_statistics_are_the_same_on_every_rank(nranks, comm, shared_tmp):
+    from hpcgnn.training.loop import run
+
+    path, _ = make_dataset(comm, shared_tmp, nranks, num_nodes=600)
+    model, _ = run(args_for(path, "--norm", "batch", "--epochs", "2"), comm)
+    stats = torch.cat([b.detach().reshape(-1).double() for b in model.buffers() if b.is_floating_point()]).numpy()
+    assert stats.size > 0
+    everyone = comm.allgather(stats)
+    assert all(np.array_equal(stats, other) for other in everyone)
+    assert not np.allclose(stats, np.concatenate([np.zeros(16), np.ones(16)]))  # they did learn something
+
+
+def test_model_selection_fields_of_the_final_record():
+    from hpcgnn.training.reporting import selection
+
+    history = [
+        {"epoch": 1, "val_acc": 0.50, "val_loss": 1.20, "test_acc": 0.40},
+        {"epoch": 2, "val_acc": 0.70, "val_loss": 0.90, "test_acc": 0.65},
+        {"epoch": 3, "val_acc": 0.68, "val_loss": 0.80, "test_acc": 0.66},
+        {"epoch": 4},  # not evaluated
+        {"epoch": 5, "val_acc": 0.60, "val_loss": 1.00, "test_acc": 0.61},
+    ]
+    chosen = selection(history)
+    assert chosen["test_acc"] == 0.61 and chosen["val_acc"] == 0.60  # the last evaluation
+    assert chosen["best_val_acc"] == 0.70
+    assert chosen["test_acc_at_best_val"] == 0.65 and chosen["best_epoch"] == 2
+    assert chosen["best_val_loss"] == 0.80
+    assert chosen["test_acc_at_best_val_loss"] == 0.66 and chosen["best_loss_epoch"] == 3
+    assert selection([{"epoch": 1}]) == {}
+
+
+def run_train(data, *extra):
+    return subprocess.run([mpiexec_path(), "-n", "2", sys.executable, "-m", "hpcgnn.train", "--data", str(data),
+                           "--epochs", "2", "--hidden", "8", "--fanouts", "3,3", "--no-progress", *extra],
+                          capture_output=True, text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
+
+
+def error_lines(stderr):
+    return [line for line in stderr.splitlines() if line.startswith("hpcgnn train: error:")]
+
+
+def test_non_finite_features_are_refused_at_start(tmp_path):
+    """ReLU maps NaN to 0, so NaN features never reach the training loss: they must be caught at load."""
+    from hpcgnn.prep.partition import partition_graph
+    from hpcgnn.testing.graphs import clustered_graph
+
+    graph = clustered_graph(num_nodes=600)
+    graph.ndata["feat"][::7] = np.nan  # stored as written: no checksum can object to it
+    partition_graph(graph, tmp_path / "d", 2, "metis")
+    proc = run_train(tmp_path / "d")
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = error_lines(proc.stderr)
+    assert 1 <= len(lines) <= 2, proc.stderr
+    assert ".h5: field 'feat': non-finite value" in lines[0], lines[0]
+
+
+def test_a_diverging_loss_stops_training_naming_epoch_and_step(tmp_path):
+    from hpcgnn.prep.partition import partition_graph
+    from hpcgnn.testing.graphs import clustered_graph
+
+    partition_graph(clustered_graph(num_nodes=600), tmp_path / "d", 2, "metis")
+    proc = run_train(tmp_path / "d", "--lr", "1e38", "--batch-size", "30")
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = error_lines(proc.stderr)
+    assert 1 <= len(lines) <= 2, proc.stderr
+    assert "training loss is nan at epoch 1 step" in lines[0] or "training loss is inf" in lines[0], lines[0]
+
+
+def test_no_training_nodes_is_one_line(tmp_path):
+    from hpcgnn.prep.partition import partition_graph
+    from hpcgnn.testing.graphs import clustered_graph
+
+    graph = clustered_graph(num_nodes=300)
+    graph.ndata["train_mask"][:] = False
+    partition_graph(graph, tmp_path / "d", 2, "metis")
+    proc = run_train(tmp_path / "d")
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = error_lines(proc.stderr)
+    assert 1 <= len(lines) <= 2 and all("no training nodes" in line and "train_mask" in line for line in lines), \
+        proc.stderr
