@@ -22,7 +22,7 @@ setup(
     packages=find_packages(include=["hpcgnn", "hpcgnn.*"]),
     ext_modules=cythonize(kernels, language_level=3, compiler_directives={"boundscheck": False,
                                                                           "wraparound": False}),
-    python_requires=">=3.10",
+    python_requires=">=3.11",
     install_requires=["numpy>=1.24", "scipy", "h5py", "pymetis", "mpi4py>=3.1", "tqdm", "psutil", "pyyaml"],
     entry_points={"console_scripts": ["hpcgnn = hpcgnn.cli:program"]},
 )

@@ -68,7 +68,7 @@ def test_distributed_sampling_equals_reference(nranks, comm, shared_tmp, route, 
         assert not np.array_equal(a.blocks[-1].eids, c.blocks[-1].eids)
 
 
-@pytest.mark.mpi(sizes=(2, 4))
+@pytest.mark.mpi(sizes=(2,))
 def test_weighted_sampling_reads_remote_weights(nranks, comm, shared_tmp):
     from hpcgnn import DistGraph, NeighborSampler
     from hpcgnn.testing.reference import reference_sample_positions_weighted

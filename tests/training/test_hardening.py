@@ -18,7 +18,7 @@ def args_for(path, *extra):
                        "--prefetch", "0", "--dropout", "0", "--eval-every", "0", *extra])
 
 
-@pytest.mark.mpi(sizes=(1, 2, 4))
+@pytest.mark.mpi(sizes=(2, 4))
 def test_the_step_applies_the_mean_of_the_ranks_gradients(nranks, comm, shared_tmp):
     """The gradient of a step is the mean over ranks of each rank's own batch gradient (not the sum,
     which Adam's scale invariance would otherwise hide)."""
