@@ -62,7 +62,7 @@ def test_cache_returns_exactly_the_owners_rows(nranks, comm, shared_tmp, monkeyp
     check_cache(comm, shared_tmp, nranks)
 
 
-@pytest.mark.mpi(sizes=(2, 4), machines=2, timeout=180)
+@pytest.mark.mpi(sizes=(2,), machines=2, timeout=180)
 def test_cache_across_emulated_machines(nranks, comm, shared_tmp):
     check_cache(comm, shared_tmp, nranks)
 
