@@ -81,7 +81,8 @@ def check_finite(graph, field, comm):
         local = graph.ndata[field].local
         start = graph.local_nodes[0]
         for lo in range(0, local.shape[0], FINITE_CHECK_ROWS):
-            chunk = local[lo:lo + FINITE_CHECK_ROWS].reshape(min(FINITE_CHECK_ROWS, local.shape[0] - lo), -1)
+            chunk = local[lo:lo + FINITE_CHECK_ROWS]
+            chunk = chunk.reshape(chunk.shape[0], -1)
             bad = np.flatnonzero(~np.isfinite(chunk).all(axis=1))
             if bad.size:
                 value = chunk[bad[0]][~np.isfinite(chunk[bad[0]])][0]
