@@ -6,7 +6,7 @@ PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: install test test-fast demo bench lint clean
+.PHONY: install test test-slurm demo bench lint clean
 
 install: $(STAMP)
 
@@ -26,6 +26,12 @@ $(STAMP): setup.py pyproject.toml cython/*.pyx cython/*.h
 
 test: install
 	$(PY) -m pytest -q tests
+
+# jobs/*.sbatch on a real one-node SLURM cluster (../shared/tools/local_slurm.sh; needs root),
+# under MpiDefault none, pmi2 and pmix: about two minutes. Not part of `make test`, which must
+# not restart SLURM's daemons; CI runs both.
+test-slurm: install
+	HPCGNN_REQUIRE_SLURM=1 $(PY) -m pytest -q -s tests/slurm/slurm_jobs.py
 
 demo: install
 	bash jobs/demo.sh

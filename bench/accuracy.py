@@ -76,6 +76,20 @@ def one_run(name, spec, seed, ranks, reuse=False):
         return [json.loads(line) for line in fh][-1]
 
 
+def recipe(name, spec, seed=0, ranks=2) -> str:
+    """The shell commands of one run, as a user pastes them (data under $DATA)."""
+    shchur = "per-class" in " ".join(spec["prepare"])
+    split_seed = ["--split-seed", str(seed)] if shchur else []
+    parts = f"parts/{name}"
+    partition = ["hpcgnn", "partition", f"$DATA/{spec['path']}", "--parts", str(ranks), "--symmetrize",
+                 "--out", parts, *spec["prepare"], *split_seed]
+    train = ["mpirun", "-np", str(ranks), "python", "-m", "hpcgnn.train", "--data", parts, *spec["train"],
+             "--batch-size", "100000", "--eval-every", "1", "--seed", str(seed), "--metrics", f"{name}.jsonl"]
+    field = SELECTED[spec["select"]]
+    return (f"# {name}: {spec['model']}, published {spec['published']}; the figure is '{field}' of the final record\n"
+            + " ".join(partition) + "\n" + " ".join(train) + f"\ntail -1 {name}.jsonl\n")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--datasets", default="cora,citeseer,amazon_computers,coauthor_cs")
@@ -83,7 +97,12 @@ def main():
     parser.add_argument("--ranks", default="1,2,4")
     parser.add_argument("--reuse", action="store_true", help="take finished runs from bench/work/accuracy")
     parser.add_argument("--json")
+    parser.add_argument("--commands", action="store_true",
+                        help="print each dataset's commands (seed 0, 2 ranks) for a user to paste, and exit")
     args = parser.parse_args()
+    if args.commands:
+        print("\n".join(recipe(name, RUNS[name]) for name in args.datasets.split(",")), end="")
+        return
     common.print_header("accuracy benchmark")
     print("| dataset | model | ranks | test acc % (mean +- std) | selected on | seeds | published |\n"
           "|---|---|---|---|---|---|---|")

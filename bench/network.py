@@ -50,7 +50,7 @@ def train(parts, ranks, epochs, extra=(), machines=0, ppn=1, tag="run"):
     common.timed(cmd, env=env)
     with open(metrics) as fh:
         records = [json.loads(line) for line in fh]
-    epochs_ = [r for r in records if not r.get("final")]
+    epochs_ = [r for r in records if "epoch" in r]
     later = epochs_[1:] or epochs_
 
     def median(key):

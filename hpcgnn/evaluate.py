@@ -1,20 +1,21 @@
 """``mpirun -np P python -m hpcgnn.evaluate --data DIR --checkpoint C`` (and ``hpcgnn evaluate``):
-full-neighbourhood accuracy of a checkpoint, optionally saving each rank's output rows."""
+full-neighbourhood accuracy, loss and metric (``--metric``) of a checkpoint, optionally saving each
+rank's output rows."""
 
 from hpcgnn.runtime.abort import entry_point, run_program
 from hpcgnn.runtime.allocator import keep_heap_memory
-from hpcgnn.runtime.comm import world
+from hpcgnn.runtime.launch import start_world
 from hpcgnn.runtime.watchdog import Watchdog
 from hpcgnn.training.config import build_evaluate_parser
 
 
 @entry_point("hpcgnn evaluate")
 def main(argv=None):
-    """Collective over MPI.COMM_WORLD. Parse the flags, evaluate, print the accuracies on rank 0."""
+    """Collective over MPI.COMM_WORLD. Parse the flags, evaluate, print every split's figures on rank 0."""
     args = build_evaluate_parser().parse_args(argv)
     from hpcgnn.training.evaluate import evaluate_checkpoint  # deferred: torch, once the flags are parsed
 
-    comm = world()
+    comm = start_world()  # one world: never several one-rank copies writing the same embeddings
     keep_heap_memory()
     watchdog = Watchdog(comm, args.watchdog_s, "hpcgnn evaluate")
     accuracy = evaluate_checkpoint(args, comm)

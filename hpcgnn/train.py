@@ -3,7 +3,7 @@ one MPI rank per part. The loop itself is :mod:`hpcgnn.training.loop`."""
 
 from hpcgnn.runtime.abort import entry_point, run_program
 from hpcgnn.runtime.allocator import keep_heap_memory
-from hpcgnn.runtime.comm import world
+from hpcgnn.runtime.launch import start_world
 from hpcgnn.training.config import parse_args
 
 
@@ -13,7 +13,7 @@ def main(argv=None):
     args = parse_args(argv)
     from hpcgnn.training.loop import run  # deferred: torch, once the flags are parsed (fast --help)
 
-    comm = world()
+    comm = start_world()  # one world: never several one-rank copies writing the same checkpoints
     keep_heap_memory()
     run(args, comm)
     return 0

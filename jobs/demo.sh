@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make demo`: the embedded default end to end on this machine.
 # A synthetic 100k-node graph with learnable communities -> 2 METIS parts written by 2 MPI
-# ranks -> verified -> GraphSAGE trained with 2 MPI ranks -> test accuracy.
+# ranks -> verified -> GraphSAGE trained with 2 MPI ranks (one per part) -> test accuracy.
 # Outputs go to demo/ (ignored by git).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +13,7 @@ if [ ! -f demo/graph.npz ]; then
         --homophily 0.7 --seed 0 --out demo/graph.npz
 fi
 INPUT=demo/graph.npz OUT=demo/parts PARTS=2 EXTRA=--force PYTHON=$PY bash jobs/partition.sbatch
-DATA=demo/parts NTASKS=2 PYTHON=$PY \
+DATA=demo/parts PYTHON=$PY \
     TRAIN_ARGS="--model sage --fanouts 10,25 --hidden 256 --epochs 5 --eval-every 5 --metrics demo/metrics.jsonl --plot demo/plots --no-progress" \
     bash jobs/train.sbatch
 echo "demo: metrics in demo/metrics.jsonl, curves in demo/plots/ (chance is 10%)"

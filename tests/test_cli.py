@@ -65,3 +65,35 @@ def test_bad_input_under_mpirun_aborts_every_rank_promptly(tmp_path):
     assert proc.returncode != 0
     assert "bad.csv" in proc.stderr and "-5" in proc.stderr
     assert not (tmp_path / "parts").exists()
+
+
+HELP_PROBE = """
+import sys
+from hpcgnn import cli
+try:
+    cli.main([{name!r}, "--help"])
+except SystemExit:
+    pass
+print("HEAVY", sorted(m for m in ("torch", "mpi4py.MPI", "matplotlib") if m in sys.modules))
+"""
+
+
+@pytest.mark.parametrize("name", SUBCOMMANDS + ["train", "evaluate"])
+def test_help_loads_no_heavy_module_and_shows_defaults(name):
+    """--help answers before torch, MPI or matplotlib are imported (seconds of start-up), and states defaults."""
+    probe = run("-c", HELP_PROBE.format(name=name))
+    assert probe.returncode == 0, probe.stderr
+    assert "HEAVY []" in probe.stdout, probe.stdout[-300:]
+    if name in ("train", "partition"):
+        assert "(default: " in probe.stdout
+
+
+def test_output_to_a_reader_that_left_ends_quietly(tmp_path):
+    """``hpcgnn ... | head``: the reader closes the pipe early; no traceback, SIGPIPE's status."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first line
+    proc = subprocess.run([sys.executable, "-m", "hpcgnn.cli", "--help"], stdout=write_end, stderr=subprocess.PIPE,
+                          text=True, timeout=60)
+    os.close(write_end)
+    assert proc.stderr == "", proc.stderr
+    assert proc.returncode == 141

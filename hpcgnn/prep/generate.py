@@ -26,6 +26,8 @@ from hpcgnn.prep.graph import Graph
 from hpcgnn.prep.read.npz import write_npz
 from hpcgnn.runtime.abort import entry_point
 from hpcgnn.runtime.errors import InputError
+from hpcgnn.runtime.help_format import RawDescriptionDefaultsHelpFormatter
+from hpcgnn.runtime.launch import check_single_process
 
 RMAT_PROBS = (0.57, 0.19, 0.19, 0.05)  # quadrants a, b, c, d: (src bit, dst bit) = 00, 01, 10, 11
 MAX_NODES = 2**31 - 1  # keeps (src * N + dst) * 2 + flag inside int64
@@ -450,7 +452,7 @@ class by chance) and exactly h for sbm. The output is written atomically."""
 
 def _build_parser():
     parser = argparse.ArgumentParser(
-        prog="hpcgnn generate", formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="hpcgnn generate", formatter_class=RawDescriptionDefaultsHelpFormatter,
         description="Write a synthetic node-classification graph (edges, feat, label, masks) as .npz.",
         epilog=_EXAMPLES)
     kinds = parser.add_subparsers(dest="kind", required=True, metavar="{rmat,sbm}")
@@ -462,7 +464,7 @@ def _build_parser():
              "Stochastic block model with equal-size blocks as classes.",
              "fraction of edges inside a block")):
         sub = kinds.add_parser(kind, help=summary, description=description, epilog=_EXAMPLES,
-                               formatter_class=argparse.RawDescriptionHelpFormatter)
+                               formatter_class=RawDescriptionDefaultsHelpFormatter)
         sub.add_argument("--nodes", type=int, required=True, help="number of nodes")
         if kind == "rmat":
             sub.add_argument("--edges", type=int, required=True, help="unique directed edges to keep")
@@ -500,10 +502,11 @@ def _check_output(path):
     return path
 
 
-@entry_point("hpcgnn generate")
+@entry_point("hpcgnn generate", collective=False)
 def main(argv=None):
     """Local. ``hpcgnn generate rmat|sbm ...``: generate a graph, write it as .npz, print a summary."""
     args = _build_parser().parse_args(argv)
+    check_single_process()
     out = _check_output(args.out)
     started = time.perf_counter()
     try:

@@ -1,17 +1,18 @@
 """The in-memory graph every reader returns and the partitioner consumes.
 
 A graph is a directed edge list (``src[i] -> dst[i]``, int64 global ids in ``[0, num_nodes)``)
-plus node fields (``ndata``: ``feat`` [N, F], ``label`` [N], boolean ``train_mask`` /
-``val_mask`` / ``test_mask``, ...) and edge fields (``edata``, first axis = edge). Node
-features may be a ``scipy.sparse.csr_matrix``: readers keep sparse inputs sparse and only the
-partition writer densifies, one part's rows at a time.
+plus node fields (``ndata``: ``feat`` [N, F], ``label`` [N] (multi-label: [N, C] of 0/1),
+boolean ``train_mask`` / ``val_mask`` / ``test_mask``, ...) and edge fields (``edata``, first
+axis = edge). Node features may be a ``scipy.sparse.csr_matrix``: readers keep sparse inputs
+sparse and only the partition writer densifies, one part's rows at a time.
 
 What every reader's graph must satisfy (``Graph.validate``): ids in range, ``feat`` 2-D,
-every node field one row per node, the three masks disjoint, and labels at least
-``UNLABELLED`` (-1), which marks a node without a label and is allowed only outside every
-mask. A node count implied by sparse ids (a largest id far above the number of ids the input
-names) is refused before anything of that length is allocated; ``check_memory`` refuses a
-graph whose partitioning cannot fit in the available memory.
+every node field one row per node, the three masks disjoint, labels at least ``UNLABELLED``
+(-1), which marks a node without a label (in a multi-label row: any -1) and is allowed only
+outside every mask, and multi-label labels at most 1. A node count implied by sparse ids (a
+largest id far above the number of ids the input names) is refused before anything of that
+length is allocated; ``check_memory`` refuses a graph whose partitioning cannot fit in the
+available memory.
 """
 from __future__ import annotations
 
@@ -22,6 +23,10 @@ import numpy as np
 from hpcgnn.runtime.errors import InputError
 
 MASKS = ("train_mask", "val_mask", "test_mask")
+#: Node field holding each node's id in the input file, once a step numbered the nodes anew
+#: (an edge list's ``--relabel`` or ``--id-base 1``, ``--largest-component``); without it a
+#: node's id is its id in the file. The partitioner writes it as the part files' ``orig_id``.
+ORIG_ID = "orig_id"
 #: Label of a node without one; the readers map missing labels (NaN, an empty one-hot row) to
 #: it, random splits skip it, and it may not appear on a node inside a split mask (the loss
 #: and the accuracy read the labels of exactly those nodes).
@@ -54,6 +59,10 @@ class Graph:
     #: True when every edge's reverse is known to be present (set by ``transform.symmetrize``);
     #: lets the partitioner hand the in-edge CSC to METIS without building ``A + A^T``.
     symmetric: bool = False
+    #: What a reader learnt beside the arrays (``class_names``: the name of each label value,
+    #: ``split_index``, ...). ``hpcgnn partition`` records it in meta.json's ``source``; the
+    #: transforms build new graphs without it, so take it from the graph the reader returned.
+    notes: dict = field(default_factory=dict)
 
     @property
     def num_edges(self) -> int:
@@ -129,6 +138,9 @@ class Graph:
         lowest = int(label.min())
         if lowest < UNLABELLED:
             raise InputError(where, f"labels must be >= 0, or {UNLABELLED} for an unlabelled node", "label", lowest)
+        if label.ndim == 2 and int(label.max()) > 1:
+            raise InputError(where, f"multi-label labels [num_nodes, C] must be 0 or 1 (or {UNLABELLED} for an "
+                             "unlabelled node)", "label", int(label.max()))
         if lowest == UNLABELLED:
             unlabelled = label < 0 if label.ndim == 1 else (label < 0).any(axis=1)
             for name, mask in masks:
@@ -266,6 +278,9 @@ def _check_node_field(where, name, arr):
             raise InputError(where, "labels must be integers", name, arr.dtype)
         if ndim not in (1, 2):
             raise InputError(where, "labels must be 1-D [num_nodes] (or 2-D multi-label)", name, list(arr.shape))
+        if ndim == 2 and arr.shape[1] == 0:
+            raise InputError(where, "a multi-label label [num_nodes, C] needs at least one column", name,
+                             list(arr.shape))
     elif name == "feat" and ndim != 2:
         raise InputError(where, "features must be 2-D [num_nodes, width]", name, list(arr.shape))
     _check_finite(where, name, arr)

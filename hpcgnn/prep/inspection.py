@@ -16,6 +16,8 @@ import numpy as np
 from hpcgnn.prep import ondisk
 from hpcgnn.runtime.abort import entry_point
 from hpcgnn.runtime.errors import InputError
+from hpcgnn.runtime.help_format import DefaultsHelpFormatter
+from hpcgnn.runtime.launch import check_single_process
 
 
 def verify(directory, meta: dict) -> list[str]:
@@ -24,28 +26,34 @@ def verify(directory, meta: dict) -> list[str]:
     Checked: file size and SHA-256; what loading checks (:meth:`ondisk.PartFile.problems`:
     attributes, every dataset's shape and dtype); every dataset's bytes read back, so each
     chunk's fletcher32 checksum is verified and a damaged one named; ``indptr`` never
-    decreases; ``indices`` within ``[0, num_nodes)``; ``orig_id`` is a permutation of
-    ``[0, num_nodes)`` and ``eid`` of ``[0, num_edges)`` across all parts. A part that cannot
-    be opened or read (truncated, corrupt) is one problem, and the others are still checked.
+    decreases; ``indices`` within ``[0, num_nodes)``; ``orig_id`` (each node's id in the input
+    file) never repeats across all parts, and ``eid`` is a permutation of ``[0, num_edges)``.
+    A part that cannot be opened or read (truncated, corrupt) is one problem, and the others
+    are still checked.
     """
     problems = []
     seen_nodes = np.zeros(meta["num_nodes"], dtype=bool)
     seen_edges = np.zeros(meta["num_edges"], dtype=bool)
+    beyond = []  # orig_id values >= num_nodes: input ids left by --largest-component or --relabel
     complete = True
     for part_id, info in enumerate(meta["parts"]):
         try:
-            complete &= _verify_part(directory, meta, part_id, info, seen_nodes, seen_edges, problems)
+            complete &= _verify_part(directory, meta, part_id, info, seen_nodes, seen_edges, beyond, problems)
         except InputError as exc:
             problems.append(str(exc))
             complete = False
-    if complete and not seen_nodes.all():
-        problems.append(f"orig_id misses {int((~seen_nodes).sum())} of {meta['num_nodes']} nodes")
+    beyond = np.concatenate(beyond) if beyond else np.empty(0, dtype=np.int64)
+    if np.unique(beyond).shape[0] != beyond.shape[0]:
+        problems.append("orig_id repeats ids across parts")
+    missing = meta["num_nodes"] - int(seen_nodes.sum()) - beyond.shape[0]
+    if complete and missing:
+        problems.append(f"orig_id misses {missing} of {meta['num_nodes']} nodes")
     if complete and not seen_edges.all():
         problems.append(f"eid misses {int((~seen_edges).sum())} of {meta['num_edges']} edges")
     return problems
 
 
-def _verify_part(directory, meta, part_id, info, seen_nodes, seen_edges, problems) -> bool:
+def _verify_part(directory, meta, part_id, info, seen_nodes, seen_edges, beyond, problems) -> bool:
     """Append the problems of one part to ``problems``; True if its ids were checked too (the
     file matched meta.json), InputError when it cannot be opened or read to the end."""
     name = info["file"]
@@ -68,7 +76,10 @@ def _verify_part(directory, meta, part_id, info, seen_nodes, seen_edges, problem
         indices = part.read("indices")
         if n_edges and (indices.min() < 0 or indices.max() >= meta["num_nodes"]):
             problems.append(f"{name}: indices has ids outside [0, {meta['num_nodes']})")
-        _mark_permutation(part.read("orig_id"), n_nodes, seen_nodes, f"{name}: orig_id", problems)
+        orig_id = part.read("orig_id")
+        inside = orig_id < meta["num_nodes"]
+        beyond.append(orig_id[~inside])
+        _mark_permutation(orig_id[inside], int(inside.sum()), seen_nodes, f"{name}: orig_id", problems)
         _mark_permutation(part.read("eid"), n_edges, seen_edges, f"{name}: eid", problems)
     return True
 
@@ -138,16 +149,17 @@ def _fmt(value, spec) -> str:
         return "?"
 
 
-@entry_point("hpcgnn inspect")
+@entry_point("hpcgnn inspect", collective=False)
 def main(argv=None):
     """Local. Command line of ``hpcgnn inspect``."""
-    parser = argparse.ArgumentParser(prog="hpcgnn inspect",
+    parser = argparse.ArgumentParser(prog="hpcgnn inspect", formatter_class=DefaultsHelpFormatter,
                                      description="Summarise a partitioned dataset; --verify checks it.")
     parser.add_argument("directory", help="dataset directory written by 'hpcgnn partition'")
     parser.add_argument("--verify", action="store_true",
                         help="re-read every part: checksums, CSC invariants, id permutations")
     parser.add_argument("--json", action="store_true", help="print meta.json (+ verification) as JSON")
     args = parser.parse_args(argv)
+    check_single_process()
     meta = ondisk.read_meta(args.directory)
     problems = verify(args.directory, meta) if args.verify else None
     if args.json:

@@ -6,9 +6,13 @@ stores, for its owned nodes only:
 ``indptr``   int64 [n_p + 1]   CSC offsets: in-edges of local node ``i`` are ``indptr[i]:indptr[i+1]``
 ``indices``  int32/int64 [e_p] global id of each in-edge's source (int32 when num_nodes < 2**31)
 ``eid``      int32/int64 [e_p] id of each edge in the partitioner's input edge list
-``orig_id``  int64 [n_p]       id of each node in the partitioner's input
+``orig_id``  int64 [n_p]       id of each node in the input file (distinct, not always < N)
 node fields  [n_p, ...]        ``feat``, ``label``, ``train_mask``, ... (owned rows only)
 edge fields  [e_p, ...]        ``edge_<name>``, in the same order as ``indices``
+
+``orig_id`` is the id a user's own data names the node by: the edge list's id as written (also
+with ``--relabel`` or ``--id-base 1``), the id before ``--largest-component`` dropped nodes, else
+the node's row in the input; outputs keyed by node (saved embeddings) carry it.
 
 Global edge id of stored edge ``k`` of part ``p`` is ``edge_starts[p] + k``. Every in-edge of
 an owned node is stored, so the first sampling hop never leaves the rank. ``meta.json`` is

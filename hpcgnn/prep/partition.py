@@ -15,14 +15,16 @@ import numpy as np
 
 from hpcgnn import _csr
 from hpcgnn.prep import ondisk
-from hpcgnn.prep.graph import MASKS, Graph
+from hpcgnn.prep.graph import MASKS, ORIG_ID, Graph
 from hpcgnn.prep.metis import part_graph_kway
 from hpcgnn.prep.read import add_reader_arguments, detect_format, read_graph, reader_options
 from hpcgnn.prep.transform import prepare
 from hpcgnn.runtime.abort import entry_point
-from hpcgnn.runtime.comm import mpi
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.files import make_temp_dir, remove_temp_dir, replace_dir
+from hpcgnn.runtime.help_format import DefaultsHelpFormatter
+from hpcgnn.runtime.launch import launcher_tasks, start_world
+from hpcgnn.runtime.stages import StageLog, silent
 
 METHODS = ("metis", "random")
 
@@ -105,9 +107,14 @@ class Relabeling:
 
 
 def part_arrays(graph: Graph, csc, relabel: Relabeling, part_id: int) -> dict:
-    """Local. Every dataset of part ``part_id``'s file (see :mod:`hpcgnn.format`)."""
+    """Local. Every dataset of part ``part_id``'s file (see :mod:`hpcgnn.prep.ondisk`).
+
+    ``orig_id`` is each node's id in the input file: node field ``orig_id`` when a step
+    numbered the nodes anew (:data:`~hpcgnn.prep.graph.ORIG_ID`), else its id in ``graph``.
+    """
     indptr, indices, eids = csc
     owned = relabel.owned(part_id)
+    input_ids = graph.ndata.get(ORIG_ID)
     degree = indptr[owned + 1] - indptr[owned]
     positions = _csr.expand_ranges(indptr[owned], degree)
     part_eids = eids[positions]
@@ -115,10 +122,12 @@ def part_arrays(graph: Graph, csc, relabel: Relabeling, part_id: int) -> dict:
         "indptr": np.concatenate([[0], np.cumsum(degree)]).astype(np.int64),
         "indices": relabel.new_id[indices[positions]].astype(ondisk.id_dtype(graph.num_nodes), copy=False),
         "eid": part_eids.astype(ondisk.id_dtype(graph.num_edges)),
-        "orig_id": owned.astype(np.int64),
+        "orig_id": (owned if input_ids is None else input_ids[owned]).astype(np.int64),
     }
     del positions
     for name, values in graph.ndata.items():
+        if name == ORIG_ID:
+            continue
         rows = values[owned]
         arrays[name] = rows.toarray() if hasattr(rows, "toarray") else rows
     for name, values in graph.edata.items():
@@ -171,7 +180,7 @@ def _write_part(directory, arrays, part_id, num_parts, node_starts, edge_start, 
 
 def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis", seed=0,
                     comm=None, source=None, release_input=False,
-                    keep_degree=DEFAULT_KEEP_DEGREE, checksums=True) -> dict | None:
+                    keep_degree=DEFAULT_KEEP_DEGREE, checksums=True, log=silent) -> dict | None:
     """Collective over comm. Partition ``graph`` and write the dataset to ``out_dir``.
 
     Parameters
@@ -196,6 +205,9 @@ def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis"
     checksums : bool
         Per-chunk fletcher32 checksums on every dataset (default); False writes the contiguous
         layout of datasets made before checksums (``bench/checksum.py`` compares the two).
+    log : callable
+        ``log(line)`` after each stage on rank 0 (CSC, part assignment, part files); a
+        :class:`~hpcgnn.runtime.stages.StageLog` prints it with the stage's time.
 
     Returns
     -------
@@ -209,9 +221,13 @@ def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis"
     if rank == 0:
         t0 = time.perf_counter()
         csc = build_csc(graph)
+        log(f"in-edge CSC: {graph.num_nodes:,} nodes, {csc[1].shape[0]:,} edges")
         if release_input:
             graph.src = graph.dst = np.empty(0, dtype=np.int64)
         parts, info = assign_parts(graph, csc, num_parts, method, seed, keep_degree)
+        log(f"{method} assignment: {num_parts} parts" + (
+            f", METIS given {info['metis_edges']:,} of {info['undirected_edges']:,} undirected edges"
+            if "metis_edges" in info else ""))
         timings["assign_s"] = time.perf_counter() - t0
         relabel = Relabeling(parts, num_parts)
         del parts
@@ -228,7 +244,7 @@ def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis"
 
     try:
         meta = _write_dataset(graph, csc, relabel, info, tmp_dir, num_parts, node_starts,
-                              edge_starts, comm, source, timings, checksums)
+                              edge_starts, comm, source, timings, checksums, log)
     except BaseException:
         remove_temp_dir(tmp_dir)
         raise
@@ -242,7 +258,7 @@ def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis"
 
 
 def _write_dataset(graph, csc, relabel, info, tmp_dir, num_parts, node_starts, edge_starts, comm,
-                   source, timings, checksums=True):
+                   source, timings, checksums=True, log=silent):
     """Write the part files (rank r writes parts r, r + size, ...) and, on rank 0, meta.json."""
     rank, size = (comm.rank, comm.size) if comm is not None else (0, 1)
     t0 = time.perf_counter()
@@ -269,6 +285,7 @@ def _write_dataset(graph, csc, relabel, info, tmp_dir, num_parts, node_starts, e
     timings["write_s"] = time.perf_counter() - t0
     if rank != 0:
         return None
+    log(f"write {num_parts} part files from {size} rank{'s' if size > 1 else ''}")
 
     files = dict(written)
     for part_id, part in enumerate(stats):
@@ -310,7 +327,7 @@ def _recv_arrays(comm, source):
 
 def build_parser():
     parser = argparse.ArgumentParser(
-        prog="hpcgnn partition",
+        prog="hpcgnn partition", formatter_class=DefaultsHelpFormatter,
         description="Partition a graph into P parts and write meta.json + part-XXXXX.h5 files. "
                     "Run under 'mpirun -np K' to write the part files from K ranks in parallel.")
     parser.add_argument("input", help="graph file or directory (npz, edge list, Planetoid, Shchur npz, OGB raw dir)")
@@ -334,7 +351,8 @@ def build_parser():
                        help="keep the largest weakly connected component")
     clean.add_argument("--split", default=None,
                        help="'dataset' (default: the input's masks), 'a,b,c' random fractions, "
-                            "or 'per-class:T,V' (T train and V validation per class, rest test)")
+                            "or 'per-class:T,V' (T train and V validation per class, rest test); "
+                            "required for a labelled input without a train_mask")
     clean.add_argument("--split-seed", type=int, default=0)
     clean.add_argument("--normalize-features", action="store_true",
                        help="scale each feature row to sum 1 (Kipf & Welling's Planetoid preprocessing)")
@@ -352,49 +370,83 @@ def main(argv=None):
         raise InputError(None, "must be at least 1", "--parts", args.parts)
     out_dir = os.path.abspath(args.out)
     graph, source = None, None
+    log = StageLog("partition", enabled=rank == 0)
     if rank == 0:
         if os.path.exists(out_dir) and not args.force:
             raise InputError(out_dir, "output exists (pass --force to replace it)", "--out", args.out)
-        graph, source = load_prepared(args)
+        graph, source = load_prepared(args, log)
         if args.parts > graph.num_nodes:
             raise InputError(args.input, f"more parts than nodes ({graph.num_nodes})", "--parts", args.parts)
-    t0 = time.perf_counter()
     meta = partition_graph(graph, out_dir, args.parts, args.method, args.seed, comm=comm,
-                           source=source, release_input=True, keep_degree=args.keep_degree)
+                           source=source, release_input=True, keep_degree=args.keep_degree, log=log)
     if rank == 0:
         p = meta["partitioner"]
         print(f"wrote {out_dir}: {meta['num_parts']} parts, {meta['num_nodes']:,} nodes, "
               f"{meta['num_edges']:,} edges, edge cut {100 * p['edge_cut_fraction']:.2f}%, "
               f"imbalance nodes {p['imbalance']['num_nodes']} edges {p['imbalance']['num_edges']}, "
-              f"{time.perf_counter() - t0:.1f}s", flush=True)
+              f"{log.total_s:.1f}s", flush=True)
     return 0
 
 
-def load_prepared(args):
-    """Local. Read the input named on the command line and apply the clean-up options."""
+def load_prepared(args, log=silent):
+    """Local. Read the input named on the command line and apply the clean-up options
+    (``log(line)`` after reading and after each clean-up step)."""
     t0 = time.perf_counter()
     fmt_name = args.format or detect_format(args.input)
     graph = read_graph(args.input, format=fmt_name, **reader_options(args, args.input))
     if args.name:
         graph.name = args.name
     read_s = time.perf_counter() - t0
+    log(f"read {args.input} ({fmt_name}): {graph.num_nodes:,} nodes, {graph.num_edges:,} edges")
+    check_trainable(graph, args.input, args.split)
+    notes = graph.notes
     t0 = time.perf_counter()
     graph = prepare(graph, symmetrize_edges=args.symmetrize, drop_self_loops=args.remove_self_loops,
                     dedup_edges=args.dedup, largest_cc=args.largest_component, split=args.split,
-                    split_seed=args.split_seed, normalize=args.normalize_features)
+                    split_seed=args.split_seed, normalize=args.normalize_features, log=log)
     source = {"input": os.path.basename(os.path.normpath(args.input)), "format": fmt_name,
               "symmetrize": args.symmetrize, "remove_self_loops": args.remove_self_loops,
               "dedup": args.dedup, "largest_component": args.largest_component,
               "split": args.split or "dataset", "split_seed": args.split_seed,
               "normalize_features": args.normalize_features,
               "read_s": round(read_s, 3), "prepare_s": round(time.perf_counter() - t0, 3)}
+    if notes:
+        source["reader"] = notes
     return graph, source
 
 
+def check_trainable(graph: Graph, input_path, split):
+    """Local. Refuse a labelled graph that would reach training without a split; note a featureless one.
+
+    Labels without a (non-empty) ``train_mask`` leave training nothing to learn from, and
+    ``train`` could only say so after the partitioning: unless ``--split`` was given (``dataset``
+    partitions without masks on purpose, e.g. for inference), this raises an InputError naming
+    the remedy. A graph without ``feat`` is partitioned, with a printed note of the training
+    flag it will need; so are the class names a reader found.
+    """
+    train = graph.ndata.get("train_mask")
+    if "label" in graph.ndata and split is None and (train is None or not train.any()):
+        raise InputError(input_path, "has labels but no training nodes (no train_mask): draw a split with "
+                         "--split 0.6,0.2,0.2 (or per-class:20,30; --split dataset partitions without masks)",
+                         "train_mask", None)
+    if "feat" not in graph.ndata:
+        print(f"hpcgnn partition: note: {input_path} has no node features (feat); train with --embed-dim D "
+              "to learn a D-wide embedding per node instead", flush=True)
+    names = graph.notes.get("class_names")
+    if names:
+        shown = ", ".join(f"{index}={name}" for index, name in enumerate(names[:8]))
+        shown += ", ..." if len(names) > 8 else ""
+        print(f"hpcgnn partition: note: {len(names)} classes, label value = class: {shown} "
+              "(all in meta.json source.reader.class_names)", flush=True)
+
+
 def _world_if_parallel():
-    """MPI's world communicator when launched by mpirun/srun with more than one rank."""
-    launched = any(k in os.environ for k in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "SLURM_STEP_ID"))
-    if not launched:
+    """MPI's world communicator when launched by mpirun/srun with more than one rank.
+
+    Several one-rank copies (srun without a PMI the MPI library speaks) are refused: each would
+    partition alone and replace the others' output directory.
+    """
+    if launcher_tasks() is None:  # a plain `python -m`: serial, without initialising MPI
         return None
-    world = mpi().COMM_WORLD
+    world = start_world()
     return world if world.size > 1 else None

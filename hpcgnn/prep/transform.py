@@ -1,7 +1,9 @@
 """Graph clean-up and splits applied between reading and partitioning.
 
 Every transform returns a new :class:`~hpcgnn.prep.graph.Graph`; edge fields follow their edges
-and node fields their nodes. The heavy ones (dedup, symmetrize) use the compiled CSR kernels,
+and node fields their nodes. Only :func:`largest_component` numbers the nodes anew; it keeps each
+node's input-file id in node field :data:`~hpcgnn.prep.graph.ORIG_ID`, so the part files and
+every output name the nodes as the input file does. The heavy ones (dedup, symmetrize) use the compiled CSR kernels,
 which are linear in the edge count apart from sorting each node's own neighbour list.
 """
 from __future__ import annotations
@@ -13,8 +15,9 @@ from scipy.sparse import coo_matrix, diags
 from scipy.sparse.csgraph import connected_components
 
 from hpcgnn import _csr
-from hpcgnn.prep.graph import MASKS, Graph
+from hpcgnn.prep.graph import MASKS, ORIG_ID, Graph
 from hpcgnn.runtime.errors import InputError
+from hpcgnn.runtime.stages import silent
 
 
 def _with_edges(graph, keep=None, src=None, dst=None, edata=None, symmetric=None):
@@ -71,7 +74,11 @@ def symmetrize(graph: Graph) -> Graph:
 
 
 def largest_component(graph: Graph) -> Graph:
-    """Local. Restrict to the largest weakly connected component, ids renumbered in order."""
+    """Local. Restrict to the largest weakly connected component, ids renumbered in order.
+
+    Node field ``orig_id`` (:data:`~hpcgnn.prep.graph.ORIG_ID`) keeps each kept node's id in the
+    input file: the reader's when it renumbered the file's ids, else the id before this step.
+    """
     n = graph.num_nodes
     ones = np.ones(graph.num_edges, dtype=np.int8)
     adjacency = coo_matrix((ones, (graph.src, graph.dst)), shape=(n, n)).tocsr()
@@ -82,7 +89,9 @@ def largest_component(graph: Graph) -> Graph:
         return graph
     new_id = np.cumsum(keep_nodes) - 1
     keep_edges = np.flatnonzero(keep_nodes[graph.src])  # an edge's ends share a component
-    ndata = {k: v[keep_nodes] for k, v in graph.ndata.items()}
+    kept = np.flatnonzero(keep_nodes)
+    ndata = {k: v[kept] for k, v in graph.ndata.items()}
+    ndata.setdefault(ORIG_ID, kept)
     edata = {k: v[keep_edges] for k, v in graph.edata.items()}
     return Graph(int(keep_nodes.sum()), new_id[graph.src[keep_edges]], new_id[graph.dst[keep_edges]],
                  ndata, edata, graph.name, graph.source, graph.symmetric)
@@ -106,10 +115,13 @@ def apply_split(graph: Graph, spec: str | None, seed: int = 0) -> Graph:
     label = graph.ndata.get("label")
     if label is None:
         raise InputError(graph.source, "a split needs node labels", "label", None)
-    labelled = np.flatnonzero(label >= 0)
+    labelled = np.flatnonzero(label >= 0 if label.ndim == 1 else (label >= 0).all(axis=1))
     rng = np.random.default_rng(seed)
     train, val, test = (np.zeros(graph.num_nodes, dtype=bool) for _ in range(3))
     per_class = re.fullmatch(r"per-class:(\d+),(\d+)", spec)
+    if per_class and label.ndim != 1:
+        raise InputError(graph.source, "a per-class split needs one class per node, not multi-label [N, C] "
+                         "labels (use fractions, e.g. 0.6,0.2,0.2)", "--split", spec)
     if per_class:
         n_train, n_val = int(per_class.group(1)), int(per_class.group(2))
         for cls in np.unique(label[labelled]):
@@ -153,19 +165,29 @@ def normalize_features(graph: Graph, field="feat") -> Graph:
 
 
 def prepare(graph: Graph, symmetrize_edges=False, drop_self_loops=False, dedup_edges=False,
-            largest_cc=False, split=None, split_seed=0, normalize=False) -> Graph:
+            largest_cc=False, split=None, split_seed=0, normalize=False, log=silent) -> Graph:
     """Local. Apply the command-line clean-up options in a fixed, documented order.
 
     Order: self loops, symmetrize (which implies dedup), dedup, largest component, split,
-    feature normalisation.
+    feature normalisation. ``log(line)`` is called after each step that ran (a
+    :class:`~hpcgnn.runtime.stages.StageLog` prints it with the step's time).
     """
     if drop_self_loops:
         graph = remove_self_loops(graph)
+        log(f"remove self loops: {graph.num_edges:,} edges left")
     if symmetrize_edges:
         graph = symmetrize(graph)
+        log(f"symmetrize: {graph.num_edges:,} edges")
     elif dedup_edges:
         graph = dedup(graph)
+        log(f"dedup: {graph.num_edges:,} edges left")
     if largest_cc:
         graph = largest_component(graph)
-    graph = apply_split(graph, split, split_seed)
-    return normalize_features(graph) if normalize and "feat" in graph.ndata else graph
+        log(f"largest component: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges")
+    if split is not None and split != "dataset":
+        graph = apply_split(graph, split, split_seed)
+        log(f"split {split}: " + ", ".join(f"{int(graph.ndata[m].sum()):,} {m[:-5]}" for m in MASKS))
+    if normalize and "feat" in graph.ndata:
+        graph = normalize_features(graph)
+        log("normalize features")
+    return graph

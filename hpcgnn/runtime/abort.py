@@ -22,15 +22,17 @@ import time
 import traceback
 
 from hpcgnn.runtime.errors import InputError
+from hpcgnn.runtime.failure_report import FLUSH_S, end_job
 from hpcgnn.runtime.files import os_error_in, os_reason, remove_temporaries
 
 _hook_installed = False
 _as_program = False
 _unraisable_noted = False
 _signals_installed = False
-# Ranks that get the signal together (SLURM signals every task) finish removing their
-# temporaries before the first one's MPI_Abort kills the rest.
-PEER_CLEANUP_S = 0.5
+_collective_entry = False
+# How long ranks that get a signal together (SLURM signals every task) wait for each other to
+# finish removing their temporaries before the job ends.
+PEER_CLEANUP_S = 1.0
 
 
 def _world():
@@ -45,6 +47,7 @@ def _abort_world(status):
     """End the whole MPI job when MPI runs with several ranks (returns otherwise)."""
     world = _world()
     if world is not None and world.size > 1:
+        time.sleep(FLUSH_S)  # what this rank just printed reaches the launcher first
         world.Abort(status)
 
 
@@ -53,9 +56,34 @@ def _rank_prefix() -> str:
     return f"[rank {world.rank}/{world.size}] " if world is not None and world.size > 1 else ""
 
 
+def _launched_world():
+    """``MPI.COMM_WORLD`` when this process is one rank of several started by an MPI launcher,
+    initialising MPI if the failure came before the entry point did (a bad flag): its peers
+    reach ``MPI_Init`` too, failing the same way or going on to their own work."""
+    world = _world()
+    if world is None and _collective_entry:
+        sizes = [os.environ.get(k, "") for k in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")]
+        if any(s.isdigit() and int(s) > 1 for s in sizes):
+            from hpcgnn.runtime.comm import world as init_world  # deferred: MPI only when launched
+
+            world = init_world()
+    return world
+
+
 def fail(prog, message, status=2):
-    """Local. Print ``prog: error: message`` and end the process (the whole MPI job if any)."""
-    print(f"{prog}: error: {message}", file=sys.stderr, flush=True)
+    """Local. Print ``prog: error: message`` and end the process (the whole MPI job if any).
+
+    In a job of several ranks the line is printed once for the job when every rank fails with
+    it (:func:`hpcgnn.runtime.failure_report.end_job`).
+    """
+    line = f"{prog}: error: {message}"
+    world = _launched_world()
+    if world is not None and world.size > 1:
+        try:
+            end_job(world, line, status)
+        except Exception:  # noqa: BLE001 - the report must not fail: fall back to this rank's line
+            pass
+    print(line, file=sys.stderr, flush=True)
     _abort_world(status)
     if _as_program:
         sys.stdout.flush()
@@ -79,14 +107,18 @@ def os_error_line(exc: OSError) -> str:
     return ": ".join(names + [os_reason(exc)]) if names else str(exc)
 
 
-def entry_point(prog):
+def entry_point(prog, collective=True):
     """Local. Decorate a subcommand's ``main`` so that every failure ends the whole job promptly.
 
     See the module docstring for what each kind of failure prints and its exit status.
+    ``collective``: the command runs as one MPI job when launched with several ranks, so a
+    failure before it initialised MPI still joins its peers to report once for the job.
     """
     def wrap(fn):
         @functools.wraps(fn)
         def run(argv=None):
+            global _collective_entry
+            _collective_entry = collective
             handle_termination(prog)
             install_abort_hook(main_thread=False)  # the main thread's errors are handled right here
             hooks = sys.excepthook, sys.unraisablehook
@@ -101,6 +133,8 @@ def entry_point(prog):
                 fail(prog, "interrupted", status=130)
             except Exception as exc:
                 cause = os_error_in(exc)
+                if isinstance(cause, BrokenPipeError):
+                    reader_gone()
                 if cause is None:  # a bug: its traceback, and the whole job ends
                     world = _world()
                     if not _as_program and (world is None or world.size == 1):
@@ -136,7 +170,24 @@ def run_program(main):
     """
     global _as_program
     _as_program = True
-    sys.exit(main())
+    try:
+        status = main()
+        sys.stdout.flush()  # here, so a reader that left early is noticed below
+    except BrokenPipeError:
+        reader_gone()
+    sys.exit(status)
+
+
+def reader_gone():
+    """Local. End quietly when the reader of stdout went away (``hpcgnn inspect ... | head``).
+
+    As a program killed by SIGPIPE would (status 141, which shells do not report), without
+    a traceback and without the interpreter's final flush failing again on the closed pipe.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    os._exit(128 + signal.SIGPIPE)
 
 
 def install_abort_hook(comm=None, main_thread=True):
@@ -191,10 +242,15 @@ def _note_signal(signum, frame):
 
 def _terminate(prog, signum):
     removed = remove_temporaries()
+    what = f"; removed {len(removed)} unfinished output(s)" if removed else ""
+    line = f"{prog}: error: stopped by {signal.Signals(signum).name}{what}"
     world = _world()
     if world is not None and world.size > 1:
-        time.sleep(PEER_CLEANUP_S)
-    what = f"; removed {len(removed)} unfinished output(s)" if removed else ""
-    print(f"{prog}: error: {_rank_prefix()}stopped by {signal.Signals(signum).name}{what}", file=sys.stderr, flush=True)
+        # ranks signalled together (SLURM signals every task) report once, after all cleaned up
+        try:
+            end_job(world, line, 128 + signum, grace_s=PEER_CLEANUP_S)
+        except Exception:  # noqa: BLE001 - as in fail()
+            pass
+    print(line, file=sys.stderr, flush=True)
     _abort_world(128 + signum)
     os._exit(128 + signum)

@@ -225,10 +225,16 @@ def save_session(session, directory, epoch, history):
 def resume_session(session, directory):
     """Collective over session.comm. Restore ``session`` from the latest checkpoint in ``directory``.
 
-    Returns ``(epochs_done, history)``.
+    A directory without a checkpoint (no ``latest``: the first start of a job that resumes
+    whenever it is started, as a requeued SLURM job is) leaves ``session`` as it is.
+
+    Returns ``(epochs_done, history)``: ``(0, [])`` when there was nothing to resume.
     """
     comm = session.comm
     config = session.config
+    # rank 0 decides, so that ranks never disagree on whether the run starts over
+    if not comm.bcast(os.path.exists(os.path.join(directory, "latest")) if comm.rank == 0 else None, root=0):
+        return 0, []
     # the same file on every rank, so a refusal here is raised by every rank alike
     path = latest_checkpoint(directory)
     state = load_checkpoint(path, config, shape_keys(config["model"]) + DATASET_KEYS + ("ranks",))

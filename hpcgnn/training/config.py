@@ -10,7 +10,10 @@ import os
 import tomllib
 
 from hpcgnn.runtime.errors import InputError
+from hpcgnn.runtime.help_format import DefaultsHelpFormatter
 from hpcgnn.runtime.watchdog import DEFAULT_TIMEOUT_S
+from hpcgnn.training.metrics import CLASS_WEIGHTS, METRICS
+from hpcgnn.training.schedule import AUTO, eval_period
 
 
 class FlagParser(argparse.ArgumentParser):
@@ -19,6 +22,7 @@ class FlagParser(argparse.ArgumentParser):
 
     def __init__(self, *args, **kwargs):
         self.flags = {}
+        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
         super().__init__(*args, **kwargs)
 
     def add_argument(self, *args, **kwargs):
@@ -37,7 +41,7 @@ def build_parser():
     p.add_argument("--aggregator", choices=("mean", "gcn"), default="mean", help="GraphSAGE aggregator")
     p.add_argument("--fanouts", default="10,25",
                    help="per layer, input layer first; 'all' (or --fanouts=-1,...) takes every neighbour")
-    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--hidden", type=int, default=256, help="width of every hidden layer")
     p.add_argument("--layers", type=int, default=None, help="default: number of fanouts")
     p.add_argument("--heads", type=int, default=4, help="GAT attention heads")
     p.add_argument("--dropout", type=float, default=0.5, help="between layers")
@@ -46,12 +50,19 @@ def build_parser():
                    help="learn a per-node embedding of this width (a DistEmbedding, sharded like the nodes), "
                         "appended to the features, or the only input of a dataset without 'feat'")
     p.add_argument("--embed-lr", type=float, default=0.01, help="SparseAdam learning rate of the node embedding")
-    p.add_argument("--norm", choices=("none", "batch", "layer"), default="none")
+    p.add_argument("--norm", choices=("none", "batch", "layer"), default="none",
+                   help="normalisation after each hidden layer")
     p.add_argument("--batch-size", type=int, default=1000, help="seeds per rank per step")
-    p.add_argument("--epochs", type=int, default=10)
-    p.add_argument("--lr", type=float, default=0.003)
-    p.add_argument("--weight-decay", type=float, default=0.0)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--epochs", type=int, default=10, help="passes over the training nodes")
+    p.add_argument("--lr", type=float, default=0.003, help="Adam learning rate")
+    p.add_argument("--weight-decay", type=float, default=0.0, help="Adam L2 penalty")
+    p.add_argument("--seed", type=int, default=0, help="seed of the parameters, batches and dropout")
+    p.add_argument("--metric", choices=METRICS, default=None,
+                   help="reported per split beside accuracy and loss, and used for model selection; default by "
+                        "task: acc (multi-class), roc-auc (binary: 2 classes), f1-micro (multi-label [N, C] labels)")
+    p.add_argument("--class-weight", choices=CLASS_WEIGHTS, default="none",
+                   help="weights of the training loss: balanced = inverse frequency of the training labels "
+                        "(multi-label: each label's positives weigh negatives/positives)")
     p.add_argument("--prefetch", type=int, default=-1,
                    help="batches sampled ahead on a background thread (0: none; default: 2 when each rank has "
                         "a spare core, else 0, since the thread then only competes with the model)")
@@ -61,11 +72,17 @@ def build_parser():
     p.add_argument("--progress-ms", type=float, default=-1,
                    help="milliseconds between the polls that serve other ranks' reads while this rank computes "
                         "(0: none; default: 0.5 when the job spans several nodes, else none)")
-    p.add_argument("--eval-every", type=int, default=1, help="epochs between evaluations (0: only at the end)")
-    p.add_argument("--eval-batch-size", type=int, default=10_000)
-    p.add_argument("--checkpoint-dir", help="where checkpoints go")
-    p.add_argument("--checkpoint-every", type=int, default=0, help="epochs between checkpoints (0: none)")
-    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --checkpoint-dir")
+    p.add_argument("--eval-every", type=eval_period, default=AUTO, metavar="N|auto",
+                   help="epochs between evaluations (0: only after the last epoch); 'auto' evaluates after the "
+                        "first epoch, then as often as keeps evaluation under a quarter of the run time "
+                        "(hpcgnn.training.schedule); the last epoch is always evaluated")
+    p.add_argument("--eval-batch-size", type=int, default=10_000, help="nodes per batch of full-graph inference")
+    p.add_argument("--checkpoint-dir", help="where checkpoints go (one after the last epoch; see --checkpoint-every)")
+    p.add_argument("--checkpoint-every", type=int, default=0,
+                   help="epochs between checkpoints (0: only after the last epoch)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from the latest checkpoint in --checkpoint-dir; start at epoch 1 when it has "
+                        "none (so a job that may be requeued can always pass it)")
     p.add_argument("--force", action="store_true",
                    help="write checkpoints even when another run holds the lock of --checkpoint-dir (use only "
                         "when that run is known to be gone: two live runs would overwrite each other's checkpoints)")
@@ -176,12 +193,21 @@ def _config_value(path, key, value, action):
 
 def build_evaluate_parser():
     """Local. The ``hpcgnn evaluate`` argument parser."""
-    p = argparse.ArgumentParser(prog="hpcgnn evaluate",
+    p = argparse.ArgumentParser(prog="hpcgnn evaluate", formatter_class=DefaultsHelpFormatter,
                                 description="Full-neighbourhood distributed inference of a trained checkpoint.")
     p.add_argument("--data", required=True, help="partitioned dataset directory")
     p.add_argument("--checkpoint", required=True, help="checkpoint file written by hpcgnn train")
     p.add_argument("--batch-size", type=int, default=10_000, help="nodes per inference batch")
+    p.add_argument("--metric", choices=METRICS, default=None,
+                   help="reported per split beside accuracy and loss; default: the checkpoint's")
     p.add_argument("--save-embeddings", metavar="DIR",
-                   help="write each rank's output rows (keyed by original id) to DIR/embeddings-RANK.h5")
+                   help="write each rank's nodes to DIR/embeddings-RANK.h5: orig_id (the input file's id), "
+                        "gid and embedding (the output of --embedding-layer); format in hpcgnn.training.outputs")
+    p.add_argument("--embedding-layer", type=int, default=-1, metavar="N",
+                   help="which layer's output --save-embeddings writes: 1..L, or counted from the end "
+                        "(-1: the last layer, the logits; -2: the last hidden layer)")
+    p.add_argument("--save-predictions", action="store_true",
+                   help="add each node's predicted class ('prediction') and class probabilities "
+                        "('probability') to the --save-embeddings files")
     add_watchdog_argument(p)
     return p

@@ -1,5 +1,6 @@
 """Evaluate a checkpoint: rebuild its model from the config it carries, run full-neighbourhood
-inference, report accuracy on every split and optionally save each rank's output rows."""
+inference, report accuracy, loss and the metric (``--metric``) on every split and optionally save
+each rank's output rows."""
 from __future__ import annotations
 
 import os
@@ -9,6 +10,7 @@ import torch
 from hpcgnn.graph import DistGraph
 from hpcgnn.nn import build_model
 from hpcgnn.runtime.errors import InputError
+from hpcgnn.runtime.stages import StageLog
 from hpcgnn.store import DistEmbedding
 from hpcgnn.training.checkpoint import (
     DATASET_KEYS,
@@ -17,7 +19,9 @@ from hpcgnn.training.checkpoint import (
     latest_checkpoint,
     load_checkpoint,
 )
-from hpcgnn.training.inference import input_rows, layerwise_inference, save_embeddings, split_accuracy
+from hpcgnn.training.inference import input_rows, layerwise_inference, split_accuracy
+from hpcgnn.training.metrics import choose_metric, task_of
+from hpcgnn.training.outputs import InferenceOutputs
 from hpcgnn.training.session import EMBEDDING_NAME, dataset_sizes
 
 
@@ -37,19 +41,25 @@ def model_from_checkpoint(state, graph) -> torch.nn.Module:
 
 
 def evaluate_checkpoint(args, comm) -> dict:
-    """Collective over comm. Accuracy and loss of ``args.checkpoint`` on every split of ``args.data``.
+    """Collective over comm. Accuracy, loss and the metric (``args.metric``, else the checkpoint's,
+    else the task's default) of ``args.checkpoint`` on every split of ``args.data``.
 
-    A checkpoint made for another dataset (node count, feature width, class count) is refused
-    on every rank before any inference.
+    A checkpoint made for another dataset (node count, feature width, class count, task) is
+    refused on every rank before any inference.
     """
     if not os.path.exists(args.checkpoint):
         raise InputError(args.checkpoint, "checkpoint not found", "--checkpoint")
     path = latest_checkpoint(args.checkpoint) if os.path.isdir(args.checkpoint) else args.checkpoint
     state = load_checkpoint(path)  # refused before the dataset is opened if it is not plain data
+    log = StageLog("evaluate", enabled=comm.rank == 0)  # a line per stage: large graphs take minutes
     graph = DistGraph(args.data, comm)
+    log(f"load {args.data}: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, {comm.size} ranks")
     if "label" not in graph.ndata:
         raise InputError(os.path.join(args.data, "meta.json"), "dataset lacks a node field", "node_fields", "label")
-    check_fits(path, state["config"], dataset_sizes(graph, comm), DATASET_KEYS)
+    sizes, saved = dataset_sizes(graph, comm), dict(state["config"])
+    saved.setdefault("task", task_of((0,), saved.get("num_classes")))  # older checkpoints: single-label only
+    check_fits(path, saved, sizes, DATASET_KEYS + ("task",))
+    metric = choose_metric(args.metric or saved.get("metric"), sizes["task"], os.path.join(args.data, "meta.json"))
     try:
         model = model_from_checkpoint(state, graph)
     except (RuntimeError, ValueError, KeyError, TypeError) as exc:
@@ -60,10 +70,14 @@ def evaluate_checkpoint(args, comm) -> dict:
         embedding = DistEmbedding(graph.num_nodes, state["config"]["embed_dim"], name=EMBEDDING_NAME, comm=comm,
                                   book=graph.book)
         embedding.load(embedding_shard_path(directory, state["epoch"], comm.rank) + ".emb.npz")
-    logits = layerwise_inference(model, graph, args.batch_size, inputs=input_rows(graph, embedding))
-    accuracy = split_accuracy(logits, graph)
-    if args.save_embeddings:
-        save_embeddings(logits, graph, os.path.join(args.save_embeddings, f"embeddings-{comm.rank:05d}.h5"))
+    outputs = InferenceOutputs(args.save_embeddings, args.embedding_layer, args.save_predictions,
+                               len(model.layers), sizes["task"], log)
+    logits = layerwise_inference(model, graph, args.batch_size, inputs=input_rows(graph, embedding),
+                                 on_layer=outputs.on_layer)
+    accuracy = split_accuracy(logits, graph, metric=metric)
+    log("metrics of every split")
+    if outputs.save(graph, logits.numpy()):
+        log(f"save embeddings to {args.save_embeddings}")
     if embedding is not None:
         embedding.close()
     graph.close()

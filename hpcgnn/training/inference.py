@@ -1,26 +1,23 @@
-"""Distributed layer-wise inference over all nodes with full neighbourhoods, split metrics and
-saved embeddings.
+"""Distributed layer-wise inference over all nodes with full neighbourhoods, and split metrics
+(:mod:`hpcgnn.training.outputs` saves what it computes).
 
 Layer l's output for every node is a DistTensor: each rank computes the rows of the nodes
 it owns, in batches, reading layer l-1's rows of their in-neighbours (local or remote) through
 the windows. Only a barrier separates layers, so ranks with more nodes never block others
-mid-layer. Accuracy is then reduced over ranks: the exact full-graph result, not a sampled
-estimate.
+mid-layer. Accuracy, loss and the ``--metric`` of every split are then reduced over ranks
+(:mod:`hpcgnn.training.metrics`): the exact full-graph result, not a sampled estimate.
 """
 from __future__ import annotations
 
-import h5py
 import numpy as np
 import torch
-from torch.nn import functional as F
 
 from hpcgnn.nn import BlockTensors
 from hpcgnn.prep.graph import MASKS
-from hpcgnn.runtime.comm import mpi
-from hpcgnn.runtime.files import atomic_path
 from hpcgnn.runtime.watchdog import beat, waiting_in
 from hpcgnn.sampling import NeighborSampler
 from hpcgnn.store import DistTensor
+from hpcgnn.training.metrics import split_metrics, task_of
 
 
 def model_inputs(feat, embedding, input_gids):
@@ -44,7 +41,7 @@ def input_rows(graph, embedding=None, feature="feat"):
 
 
 @torch.no_grad()
-def layerwise_inference(model, graph, batch_size=10_000, inputs=None, needs_degrees=None):
+def layerwise_inference(model, graph, batch_size=10_000, inputs=None, needs_degrees=None, on_layer=None):
     """Collective over graph.comm. Every owned node's output of ``model`` (full neighbourhoods).
 
     Parameters
@@ -59,6 +56,10 @@ def layerwise_inference(model, graph, batch_size=10_000, inputs=None, needs_degr
         (the ``feat`` field).
     needs_degrees : bool, optional
         Give the first layer its input nodes' in-degrees; default: the model's ``needs_degrees``.
+    on_layer : callable, optional
+        ``on_layer(i, rows)`` once layer ``i`` (0-based) is done on every rank, with this rank's
+        rows of its output (after the activation the next layer receives): a view, valid only
+        during the call (copy what is kept). For progress lines and hidden representations.
 
     Returns
     -------
@@ -85,6 +86,8 @@ def layerwise_inference(model, graph, batch_size=10_000, inputs=None, needs_degr
             out.local[lo:lo + chunk.shape[0]] = model.layer_forward(i, block, x).numpy()
         waiting_in(f"the barrier after inference layer {i + 1}")
         out.barrier()
+        if on_layer is not None:
+            on_layer(i, out.local)
         if h is not None:
             h.close()
         h = out
@@ -94,39 +97,19 @@ def layerwise_inference(model, graph, batch_size=10_000, inputs=None, needs_degr
     return logits
 
 
-def split_accuracy(logits, graph, label="label") -> dict:
-    """Collective over graph.comm. Accuracy and mean cross-entropy on every split mask present,
-    over all ranks (``{split}_acc`` and ``{split}_loss``; None for a missing or empty split)."""
-    MPI = mpi()
-    predicted = logits.argmax(dim=1).numpy()
-    labels = graph.ndata[label].local
-    counts, losses = [], []
-    for mask in MASKS:
-        if mask not in graph.ndata:
-            counts += [0, 0]
-            losses.append(0.0)
-            continue
-        selected = graph.ndata[mask].local.astype(bool)
-        counts += [int((predicted[selected] == labels[selected]).sum()), int(selected.sum())]
-        rows = torch.from_numpy(np.flatnonzero(selected))  # only these rows: the logits may be huge
-        targets = torch.from_numpy(labels[selected].astype(np.int64))
-        losses.append(float(F.cross_entropy(logits[rows].double(), targets, reduction="sum")) if rows.numel() else 0.0)
-    totals = np.array(counts, dtype=np.int64)
-    graph.comm.Allreduce(MPI.IN_PLACE, totals, op=MPI.SUM)
-    loss_totals = np.array(losses, dtype=np.float64)
-    graph.comm.Allreduce(MPI.IN_PLACE, loss_totals, op=MPI.SUM)
+def split_accuracy(logits, graph, label="label", metric="acc") -> dict:
+    """Collective over graph.comm. Accuracy, mean loss and ``metric`` on every split mask present,
+    over all ranks: ``{split}_acc``, ``{split}_loss`` and, for a metric other than acc,
+    ``{split}_{metric}`` with ``_`` for ``-`` (``val_roc_auc``); None for a missing or empty split.
+    The task (multi-class, binary, multi-label) follows from the label's shape and the output
+    width; see :mod:`hpcgnn.training.metrics` for each metric's definition."""
+    labels = graph.ndata[label]
+    task = task_of(labels.shape, logits.shape[1])
+    scores = logits.numpy()
     result = {}
-    for i, mask in enumerate(MASKS):
-        seen = totals[2 * i + 1]
-        result[mask.replace("_mask", "_acc")] = float(totals[2 * i] / seen) if seen else None
-        result[mask.replace("_mask", "_loss")] = float(loss_totals[i] / seen) if seen else None
+    for mask in MASKS:
+        # only the split's rows are copied: the logits may be huge
+        selected = graph.ndata[mask].local.astype(bool) if mask in graph.ndata else np.zeros(len(scores), bool)
+        values = split_metrics(scores[selected], labels.local[selected], task, metric, graph.comm)
+        result.update({f"{mask.replace('_mask', '')}_{key}": value for key, value in values.items()})
     return result
-
-
-def save_embeddings(logits, graph, path):
-    """Local. This rank's output rows keyed by original node id, to an HDF5 file (atomic)."""
-    with atomic_path(path, suffix=".h5") as tmp:
-        with h5py.File(tmp, "w") as h5:
-            h5.create_dataset("orig_id", data=graph.orig_id)
-            h5.create_dataset("gid", data=graph.local_node_ids())
-            h5.create_dataset("embedding", data=logits.numpy())

@@ -13,7 +13,6 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
-from torch.nn import functional as F
 
 from hpcgnn.runtime.collectives import allreduce_
 from hpcgnn.runtime.errors import InputError
@@ -22,7 +21,8 @@ from hpcgnn.training.checkpoint import resume_session, save_session
 from hpcgnn.training.inference import input_rows, layerwise_inference, model_inputs, split_accuracy
 from hpcgnn.training.lock import checkpoint_lock
 from hpcgnn.training.plots import plot_history
-from hpcgnn.training.reporting import Reporter, epoch_record, final_record, progress
+from hpcgnn.training.reporting import Reporter, epoch_record, final_record, header_record, progress
+from hpcgnn.training.schedule import EvalSchedule
 from hpcgnn.training.session import Session, open_session
 
 
@@ -42,8 +42,7 @@ def train_step(session: Session, batch) -> StepResult:
     session.grads.zero()
     x = model_inputs(batch.feat, session.embedding, batch.input_gids)
     logits = session.model(batch.blocks, x, batch.input_degree)
-    labels = batch.label.long()
-    loss = F.cross_entropy(logits, labels) if labels.numel() else logits.sum() * 0.0  # a padding step
+    loss, correct, seen = session.loss(logits, batch.label)
     loss.backward()
     t1 = time.perf_counter()
     waiting_in("the gradient Allreduce")
@@ -52,8 +51,7 @@ def train_step(session: Session, batch) -> StepResult:
     session.optimizer.step()
     if session.embed_optimizer is not None:
         session.embed_optimizer.step()  # collective: every rank takes the same number of steps
-    return StepResult(float(loss.detach()) * labels.numel(), float((logits.argmax(1) == labels).sum()),
-                      labels.numel(), (t1 - t0) + (time.perf_counter() - t2), t2 - t1)
+    return StepResult(float(loss.detach()) * seen, correct, seen, (t1 - t0) + (time.perf_counter() - t2), t2 - t1)
 
 
 def train_epoch(session: Session, epoch, show_progress=False) -> dict:
@@ -103,11 +101,13 @@ def average_buffers(model, comm):
 
 
 def evaluate(session: Session, batch_size) -> dict:
-    """Collective over session.comm. Full-neighbourhood accuracy and loss on every split, and its time."""
+    """Collective over session.comm. Full-neighbourhood accuracy, loss and the run's metric on every
+    split, and its time."""
     t0 = time.perf_counter()
     logits = layerwise_inference(session.model, session.graph, batch_size,
                                  inputs=input_rows(session.graph, session.embedding))
-    return dict(split_accuracy(logits, session.graph), eval_time_s=time.perf_counter() - t0)
+    return dict(split_accuracy(logits, session.graph, metric=session.config["metric"]),
+                eval_time_s=time.perf_counter() - t0)
 
 
 def every(period, epoch, last) -> bool:
@@ -118,37 +118,47 @@ def every(period, epoch, last) -> bool:
 def run(args, comm):
     """Collective over comm. Train as ``args`` say; return ``(model, history)`` (history: per-epoch records).
 
-    A run that writes checkpoints holds the checkpoint directory's lock from start to end
-    (:mod:`hpcgnn.training.lock`), so two runs never overwrite each other's checkpoints.
+    A run given a checkpoint directory checkpoints every ``--checkpoint-every`` epochs and after
+    the last one, and holds the directory's lock from start to end (:mod:`hpcgnn.training.lock`),
+    so two runs never overwrite each other's checkpoints.
     """
-    directory = args.checkpoint_dir if args.checkpoint_every else None
-    with checkpoint_lock(directory, comm, force=getattr(args, "force", False)):
+    with checkpoint_lock(args.checkpoint_dir, comm, force=getattr(args, "force", False)):
         return _train(args, comm)
 
 
 def _train(args, comm):
     """Collective over comm. :func:`run`, once the checkpoint directory is locked."""
+    started = time.perf_counter()
     session = open_session(args, comm)
     first_epoch, history = resume_session(session, args.checkpoint_dir) if args.resume else (0, [])
     session.loader.epoch = first_epoch
-    report = Reporter(comm.rank, args.metrics, append=args.resume)
+    report = Reporter(comm.rank, args.metrics, append=first_epoch > 0)
+    report.header(header_record(session, first_epoch))
     report.say(f"hpcgnn train: {session.graph.name} {session.graph.num_nodes:,} nodes "
                f"{session.graph.num_edges:,} edges, {comm.size} ranks, {args.model} {args.layers}x{args.hidden}, "
-               f"fanouts {args.fanouts}, {len(session.loader)} steps/epoch, {session.config['num_classes']} classes, "
-               f"prefetch {session.config['prefetch']}, {session.config['threads']} torch threads per rank")
+               f"fanouts {args.fanouts}, {len(session.loader)} steps/epoch, {session.config['num_classes']} "
+               f"{'labels' if session.config['task'] == 'multilabel' else 'classes'} ({session.config['task']}, "
+               f"metric {session.config['metric']}), prefetch {session.config['prefetch']}, "
+               f"{session.config['threads']} torch threads per rank")
+    if args.resume:  # a requeued job says which of its starts this is
+        report.say(f"resumed from epoch {first_epoch} ({args.checkpoint_dir})" if first_epoch
+                   else f"nothing to resume in {args.checkpoint_dir}: starting at epoch 1")
     watchdog = Watchdog(comm, args.watchdog_s, "hpcgnn train")
+    schedule = EvalSchedule(args.eval_every, args.epochs, first_epoch)
 
     for epoch in range(first_epoch, args.epochs):
         record = train_epoch(session, epoch, show_progress=comm.rank == 0 and not args.no_progress)
-        if every(args.eval_every, epoch, args.epochs):
+        if schedule.due(epoch):
             record.update(evaluate(session, args.eval_batch_size))
+            schedule.measured(comm, epoch, record["epoch_time_s"], record["eval_time_s"])
         history.append(record)
         report.epoch(record)
-        if args.checkpoint_every and (epoch + 1) % args.checkpoint_every == 0:
+        if args.checkpoint_dir and every(args.checkpoint_every, epoch, args.epochs):
             save_session(session, args.checkpoint_dir, epoch + 1, history)
 
     watchdog.close()
-    report.final(final_record(comm, history, args.epochs))
+    report.final(final_record(comm, history, args.epochs, run_time_s=time.perf_counter() - started,
+                              metric=session.config["metric"]))
     if args.plot and comm.rank == 0:
         plot_history(history, args.plot)
     session.close()

@@ -1,30 +1,144 @@
-"""What a training run reports: per-epoch records (loss, accuracy, time per phase and rank),
-the final record with model selection on validation, the console lines, the JSON-lines log.
+"""What a training run reports: the ``--metrics`` log's header (the run's settings and what every
+field means), per-epoch records (loss, accuracy, time per phase and rank, load balance), the
+final record (model selection on validation, training and evaluation time apart), the console
+lines.
 
-Records are plain dicts, so every key lands in ``--metrics`` as it is; the README lists them.
+Records are plain dicts, so every key lands in ``--metrics`` as it is; :data:`EPOCH_FIELDS`
+and :data:`FINAL_FIELDS` explain each one, in the log's header and in the README.
+
+Load balance. A rank's *busy* time in an epoch is its epoch time minus its gradient Allreduce
+time: the seconds it spent on its own batches (sampling, gathering, computing, or waiting for
+its own prefetch thread). The Allreduce is where a rank waits for slower ranks, step by step,
+and exchanges gradients. ``load_balance`` = mean / max of busy time over ranks (1.0: every rank
+had the same work); ``efficiency`` = mean busy time / epoch time (1.0: no rank ever waited or
+communicated), which also counts imbalance within the epoch that evens out over it.
 """
 from __future__ import annotations
 
+import datetime
 import json
 import resource
+import sys
 
 import numpy as np
 from tqdm import tqdm
 
 from hpcgnn.runtime.comm import mpi
+from hpcgnn.training.metrics import EXTRA_KEYS, metric_key
 
 #: where an epoch's time goes, per rank: the loader's phases, then the step's
 PHASES = ("sample", "gather", "compute", "allreduce", "wait")
+METRICS_FORMAT = "hpcgnn-metrics"
+METRICS_VERSION = 1
+#: what the dataset decides (session.dataset_sizes), recorded apart from the run's settings
+DATASET_KEYS = ("num_nodes", "feat_dim", "num_classes", "task")
+
+EPOCH_FIELDS = {
+    "epoch": "epoch number, from 1",
+    "loss": "mean training cross-entropy over the epoch's seed nodes, all ranks (sampled neighbourhoods); "
+            "multi-label: binary cross-entropy per (node, label) entry; weighted under --class-weight balanced",
+    "train_acc": "training accuracy over the epoch's mini-batches; on evaluated epochs the full-neighbourhood "
+                 "accuracy on train_mask (multi-label: the share of (node, label) entries predicted right)",
+    "epoch_time_s": "seconds of the epoch's training on the slowest rank; evaluation excluded (eval_time_s)",
+    "efficiency": "mean over ranks of busy time (epoch time minus gradient Allreduce) / epoch_time_s; "
+                  "1.0 means no rank waited for another",
+    "load_balance": "mean / max over ranks of busy time; 1.0 means every rank had the same work",
+    "phases_s": "per phase (sample, gather, compute, allreduce, wait): [min, max] seconds over ranks",
+    "phases_mean_s": "per phase: mean seconds over ranks",
+    "phase_imbalance": "per phase: max / mean over ranks (1.0 is perfect balance; null when no rank spent time)",
+    "network_MB": "MiB read from ranks on other machines, all ranks",
+    "remote_rows": "feature rows the batches needed from other machines, all ranks",
+    "cache_hit_rate": "share of remote_rows served by the --cache-mb cache",
+    "cache_saved_MB": "MiB the cache kept off the network",
+    "{split}_acc": "evaluated epochs: full-neighbourhood accuracy on {split}_mask (split: train, val, test; "
+                   "null without the mask)",
+    "{split}_loss": "evaluated epochs: full-neighbourhood mean loss on {split}_mask",
+    "{split}_{metric}": "evaluated epochs: the run's --metric other than acc (f1_macro, f1_micro, roc_auc) "
+                        "on {split}_mask",
+    "eval_time_s": "evaluated epochs: seconds of the evaluation after the epoch (inference over all nodes)",
+}
+FINAL_FIELDS = {
+    "final": "true: the run's summary record",
+    "epochs": "epochs the run was asked for (--epochs)",
+    "ranks": "MPI ranks",
+    "epoch_time_s": "median over epochs of epoch_time_s (training only)",
+    "eval_time_s": "median seconds of one evaluation (null when none ran)",
+    "evaluations": "number of evaluated epochs",
+    "run_time_s": "wall seconds of this run (of this start, when resumed): set-up, training, evaluations, "
+                  "checkpoints",
+    "efficiency": "median over epochs of the epoch records' efficiency",
+    "load_balance": "median over epochs of the epoch records' load_balance",
+    "test_acc": "test accuracy at the last evaluation",
+    "val_acc": "validation accuracy at the last evaluation",
+    "best_val_acc": "highest validation accuracy of any evaluation",
+    "test_acc_at_best_val": "test accuracy at that evaluation (model selection on val_acc)",
+    "best_epoch": "epoch of that evaluation",
+    "best_val_loss": "lowest validation loss of any evaluation",
+    "test_acc_at_best_val_loss": "test accuracy at that evaluation (model selection on val_loss)",
+    "best_loss_epoch": "epoch of that evaluation",
+    "metric": "the run's --metric (model selection also by it when it is not acc)",
+    "{split}_{metric}": "val and test value of --metric at the last evaluation",
+    "best_val_{metric}": "best validation value of --metric of any evaluation",
+    "test_{metric}_at_best_val": "--metric on the test split at that evaluation",
+    "best_{metric}_epoch": "epoch of that evaluation",
+    "phases_s": "per phase: median over epochs of the slowest rank's seconds",
+    "network_MB": "median over epochs of network_MB (runs across machines)",
+    "cache_hit_rate": "median over epochs of cache_hit_rate (runs across machines)",
+    "cache_saved_MB": "median over epochs of cache_saved_MB (runs across machines)",
+    "peak_rss_MiB": "peak resident memory of every rank, MiB",
+}
+#: the --metric keys an epoch's console line shows, when evaluated
+METRIC_LINE_KEYS = tuple(f"{split}_{key}" for key in EXTRA_KEYS for split in ("val", "test"))
 
 
-def phase_extremes(comm, phases) -> dict:
-    """Collective over comm. ``{phase: (min, max)}`` over ranks of per-epoch seconds."""
+def header_record(session, first_epoch) -> dict:
+    """Local. The first record a run writes to ``--metrics``: its settings and what every field means.
+
+    ``settings`` holds every flag as the run resolved it plus what it decided (prefetch depth,
+    torch threads, model input width, ranks); ``dataset`` the dataset's path and sizes;
+    ``fields`` the meaning of every key of the epoch and final records. A resumed run appends
+    a new header (``first_epoch`` > 1) before its records.
+    """
+    config, graph = session.config, session.graph
+    counts = {}
+    for split in ("train", "val", "test"):
+        values = [part.get(split, 0) for part in graph.meta["parts"]]
+        counts[f"{split}_nodes"] = sum(v for v in values if isinstance(v, int))
+    dataset = {"path": graph.path, "name": graph.name, "num_nodes": graph.num_nodes, "num_edges": graph.num_edges,
+               "num_parts": graph.meta["num_parts"], **{k: config[k] for k in DATASET_KEYS if k != "num_nodes"},
+               **counts}
+    return {"header": True, "format": METRICS_FORMAT, "version": METRICS_VERSION,
+            "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "first_epoch": first_epoch + 1,
+            "settings": {k: v for k, v in config.items() if k not in DATASET_KEYS},
+            "dataset": dataset, "fields": {"epoch": EPOCH_FIELDS, "final": FINAL_FIELDS}}
+
+
+def balance_record(comm, phases, epoch_time) -> dict:
+    """Collective over comm. One epoch's time per phase over ranks and its load balance.
+
+    ``phases`` is this rank's seconds by phase, ``epoch_time`` its epoch's seconds. Returns
+    ``phases_s`` ``{phase: (min, max)}``, ``phases_mean_s``, ``phase_imbalance`` (max/mean),
+    ``load_balance`` and ``efficiency`` (module docstring), and the slowest rank's epoch time.
+    """
     MPI = mpi()
-    values = np.array([phases[k] for k in PHASES], dtype=np.float64)
-    low, high = np.empty_like(values), np.empty_like(values)
+    busy = epoch_time - phases["allreduce"]
+    values = np.array([phases[k] for k in PHASES] + [busy, epoch_time], dtype=np.float64)
+    low, high, total = np.empty_like(values), np.empty_like(values), np.empty_like(values)
     comm.Allreduce(values, low, op=MPI.MIN)
     comm.Allreduce(values, high, op=MPI.MAX)
-    return {k: (float(a), float(b)) for k, a, b in zip(PHASES, low, high)}
+    comm.Allreduce(values, total, op=MPI.SUM)
+    mean = total / comm.size
+    n = len(PHASES)
+    return {"epoch_time_s": float(high[n + 1]),
+            "efficiency": _ratio(mean[n], high[n + 1]), "load_balance": _ratio(mean[n], high[n]),
+            "phases_s": {k: (float(low[i]), float(high[i])) for i, k in enumerate(PHASES)},
+            "phases_mean_s": {k: float(mean[i]) for i, k in enumerate(PHASES)},
+            "phase_imbalance": {k: _ratio(high[i], mean[i]) for i, k in enumerate(PHASES)}}
+
+
+def _ratio(numerator, denominator):
+    return round(float(numerator / denominator), 4) if denominator > 0 else None
 
 
 def epoch_record(comm, epoch, totals, epoch_time, phases, stats=None) -> dict:
@@ -37,9 +151,9 @@ def epoch_record(comm, epoch, totals, epoch_time, phases, stats=None) -> dict:
     totals = np.asarray(totals, dtype=np.float64).copy()
     comm.Allreduce(mpi().IN_PLACE, totals, op=mpi().SUM)
     seen = max(totals[2], 1)
-    record = {"epoch": epoch, "loss": totals[0] / seen, "train_acc": totals[1] / seen,
-              "epoch_time_s": comm.allreduce(epoch_time, op=mpi().MAX), "phases_s": phase_extremes(comm, phases),
-              "rank_phases_s": comm.gather(phases, root=0)}
+    record = {"epoch": epoch, "loss": totals[0] / seen, "train_acc": totals[1] / seen}
+    record.update(balance_record(comm, phases, epoch_time))
+    record["rank_phases_s"] = comm.gather(phases, root=0)
     if stats is not None:
         record.update(traffic_record(comm, stats))
     return record
@@ -55,12 +169,22 @@ def traffic_record(comm, stats) -> dict:
             "cache_hit_rate": sums[2] / sums[1] if sums[1] else 0.0, "cache_saved_MB": sums[3] / 2**20}
 
 
-def final_record(comm, history, epochs) -> dict:
-    """Collective over comm. The run's summary: median epoch time and phases, the last accuracies,
-    model selection (best validation accuracy and loss, and test accuracy there), peak memory."""
+def _median(history, key):
+    values = [r[key] for r in history if r.get(key) is not None]
+    return float(np.median(values)) if values else None
+
+
+def final_record(comm, history, epochs, run_time_s=None, metric="acc") -> dict:
+    """Collective over comm. The run's summary: median training time per epoch, median time per
+    evaluation and the run's wall time, the last accuracies, model selection (best validation
+    accuracy and loss, and test accuracy there), load balance, peak memory."""
     final = {"final": True, "epochs": epochs, "ranks": comm.size,
-             "epoch_time_s": float(np.median([r["epoch_time_s"] for r in history])) if history else None}
+             "epoch_time_s": _median(history, "epoch_time_s"), "eval_time_s": _median(history, "eval_time_s"),
+             "evaluations": sum(1 for r in history if r.get("eval_time_s") is not None),
+             "run_time_s": None if run_time_s is None else float(run_time_s),
+             "efficiency": _median(history, "efficiency"), "load_balance": _median(history, "load_balance")}
     final.update(selection(history))
+    final.update(metric_selection(history, metric))
     if history:
         final["phases_s"] = {k: float(np.median([r["phases_s"][k][1] for r in history])) for k in PHASES}
         if all(r.get("network_MB") for r in history):  # traffic between nodes: the job spans nodes
@@ -89,23 +213,76 @@ def selection(history) -> dict:
     return chosen
 
 
+def metric_selection(history, metric) -> dict:
+    """Local. ``metric`` (``--metric``) and, unless it is acc (:func:`selection`), its last
+    validation and test values and the evaluation with the best validation value."""
+    key = metric_key(metric)
+    evaluated = [r for r in history if f"val_{key}" in r or f"test_{key}" in r]
+    if key == "acc" or not evaluated:
+        return {"metric": metric}
+    chosen = {"metric": metric, f"test_{key}": evaluated[-1].get(f"test_{key}"),
+              f"val_{key}": evaluated[-1].get(f"val_{key}")}
+    scored = [r for r in evaluated if r.get(f"val_{key}") is not None]
+    if scored:
+        best = max(scored, key=lambda r: r[f"val_{key}"])
+        chosen.update({f"best_val_{key}": best[f"val_{key}"], f"test_{key}_at_best_val": best.get(f"test_{key}"),
+                       f"best_{key}_epoch": best["epoch"]})
+    return chosen
+
+
+def explain(key, fields) -> str | None:
+    """Local. The explanation of record key ``key`` in ``fields`` (:data:`EPOCH_FIELDS` or
+    :data:`FINAL_FIELDS`), whose ``{split}`` (train, val, test) and ``{metric}`` entries stand
+    for families of keys; None if it has none."""
+    if key in fields:
+        return fields[key]
+    for pattern, text in fields.items():
+        for split in ("train", "val", "test"):
+            head, _, tail = pattern.replace("{split}", split).partition("{metric}")
+            if "{metric}" in pattern and key.startswith(head) and key.endswith(tail) \
+                    and len(key) > len(head) + len(tail):
+                return text
+            if "{metric}" not in pattern and key == head:
+                return text
+    return None
+
+
 def epoch_line(record) -> str:
-    """Local. One console line: loss, accuracies, epoch time, min/max seconds of each phase."""
+    """Local. One console line: loss, accuracies, training time, evaluation time, parallel
+    efficiency, min/max seconds of each phase."""
     ph = record["phases_s"]
     parts = " ".join(f"{k} {ph[k][0]:.2f}/{ph[k][1]:.2f}" for k in PHASES)
-    acc = "".join(f" {k} {record[k]:.4f}" for k in ("val_acc", "test_acc") if record.get(k) is not None)
+    acc = "".join(f" {k} {record[k]:.4f}" for k in ("val_acc", "test_acc") + METRIC_LINE_KEYS
+                  if record.get(k) is not None)
+    evaluation = f" eval {record['eval_time_s']:.2f}s" if record.get("eval_time_s") is not None else ""
+    efficiency = f" eff {record['efficiency']:.2f}" if record.get("efficiency") is not None else ""
     net = ""
     if record.get("network_MB"):
         net = f" network {record['network_MB']:.1f}MB"
         if record.get("cache_saved_MB"):
             net += f" cache hit {record['cache_hit_rate']:.2f} saved {record['cache_saved_MB']:.1f}MB"
     return (f"epoch {record['epoch']:3d} loss {record['loss']:.4f} train_acc {record['train_acc']:.4f}{acc} "
-            f"time {record['epoch_time_s']:.2f}s [min/max s: {parts}]{net}")
+            f"time {record['epoch_time_s']:.2f}s{evaluation}{efficiency} [min/max s: {parts}]{net}")
+
+
+#: final-record floats the console line shows after its metrics, apart from them
+RUN_KEYS = ("epoch_time_s", "eval_time_s", "run_time_s", "efficiency", "load_balance")
 
 
 def final_line(final) -> str:
-    """Local. The console line of the final record (its float fields)."""
-    return "final: " + " ".join(f"{k} {v:.4f}" for k, v in final.items() if isinstance(v, float))
+    """Local. The console line of the final record: its metrics, then training time per epoch,
+    time per evaluation (and how many ran), the run's wall time and the parallel efficiency."""
+    metrics = " ".join(f"{k} {v:.4f}" for k, v in final.items() if isinstance(v, float) and k not in RUN_KEYS)
+    run = []
+    if final.get("epoch_time_s") is not None:
+        run.append(f"training {final['epoch_time_s']:.2f}s/epoch")
+    if final.get("eval_time_s") is not None:
+        run.append(f"evaluation {final['eval_time_s']:.2f}s x {final['evaluations']}")
+    if final.get("run_time_s") is not None:
+        run.append(f"run {final['run_time_s']:.1f}s")
+    if final.get("efficiency") is not None:
+        run.append(f"efficiency {final['efficiency']:.2f}")
+    return "final: " + metrics + (" | " + ", ".join(run) if run else "")
 
 
 class Reporter:
@@ -115,7 +292,7 @@ class Reporter:
     ----------
     rank : int
     metrics_path : str or None
-        JSON-lines file: one record per epoch, then the final one.
+        JSON-lines file: a header record, one record per epoch, then the final one.
     append : bool
         Continue an existing log (a resumed run).
     """
@@ -128,6 +305,10 @@ class Reporter:
         """Local. Print ``line`` on rank 0."""
         if self.active:
             print(line, flush=True)
+
+    def header(self, record):
+        """Local. Log the run's header record (:func:`header_record`); nothing is printed."""
+        self._write(record)
 
     def epoch(self, record):
         """Local. Print and log one epoch's record (without the per-rank phases)."""
@@ -148,12 +329,13 @@ class Reporter:
 
     def _write(self, record):
         if self.log is not None:
-            self.log.write(json.dumps(record) + "\n")
+            self.log.write(json.dumps(record, default=str) + "\n")
             self.log.flush()
 
 
 def progress(iterable, total, epoch, enabled):
-    """Local. ``iterable`` behind a progress bar when ``enabled`` (rank 0, a terminal user)."""
-    if not enabled:
+    """Local. ``iterable`` behind a progress bar when ``enabled`` (rank 0, no ``--no-progress``)
+    and stderr is a terminal: a batch log gets only the plain epoch lines, no carriage returns."""
+    if not (enabled and sys.stderr.isatty()):
         return iterable
     return tqdm(iterable, total=total, desc=f"epoch {epoch + 1}", leave=False, dynamic_ncols=True)

@@ -24,6 +24,7 @@ from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.rng import derive_seed
 from hpcgnn.sampling import NeighborSampler
 from hpcgnn.store import DistEmbedding, SparseAdam
+from hpcgnn.training.metrics import TrainingLoss, choose_metric, class_weights, task_of
 
 EMBEDDING_NAME = "node_embedding"
 
@@ -58,6 +59,7 @@ class Session:
     embedding: DistEmbedding | None
     embed_optimizer: SparseAdam | None
     config: dict
+    loss: TrainingLoss
 
     def close(self):
         """Collective over comm. Free the embedding's and the graph's windows."""
@@ -93,21 +95,28 @@ def check_finite(graph, field, comm):
 
 
 def model_config(args, graph, comm) -> dict:
-    """Collective over comm. The flags plus the sizes the dataset decides (nodes, classes, input width)."""
+    """Collective over comm. The flags plus what the dataset decides (nodes, classes, input width,
+    task) and the metric the run reports and selects by (``--metric``, else the task's default)."""
     for field in (("feat",) if not args.embed_dim else ()) + ("label", "train_mask"):
         if field not in graph.ndata:
             raise InputError(os.path.join(args.data, "meta.json"), "dataset lacks a node field", "node_fields", field)
     sizes = dataset_sizes(graph, comm)
-    return dict(vars(args), **sizes, in_dim=sizes["feat_dim"] + args.embed_dim, ranks=comm.size)
+    metric = choose_metric(args.metric, sizes["task"], os.path.join(args.data, "meta.json"))
+    return dict(vars(args), **sizes, metric=metric, in_dim=sizes["feat_dim"] + args.embed_dim, ranks=comm.size)
 
 
 def dataset_sizes(graph, comm) -> dict:
     """Collective over comm. What the dataset decides of a model: ``num_nodes``, ``feat_dim`` (0
-    without features) and ``num_classes`` (one more than the largest label)."""
-    local_max = int(graph.ndata["label"].local.max(initial=-1))
-    num_classes = int(comm.allreduce(local_max, op=mpi().MAX)) + 1
+    without features), ``num_classes`` (one more than the largest label; a multi-label
+    ``label`` [N, C]: C) and ``task`` (:func:`hpcgnn.training.metrics.task_of`)."""
+    label = graph.ndata["label"]
+    if len(label.shape) == 2:
+        num_classes = int(label.shape[1])
+    else:
+        num_classes = int(comm.allreduce(int(label.local.max(initial=-1)), op=mpi().MAX)) + 1
     feat_dim = int(graph.ndata["feat"].shape[1]) if "feat" in graph.ndata else 0
-    return {"num_nodes": int(graph.num_nodes), "feat_dim": feat_dim, "num_classes": num_classes}
+    return {"num_nodes": int(graph.num_nodes), "feat_dim": feat_dim, "num_classes": num_classes,
+            "task": task_of(label.shape, num_classes)}
 
 
 def open_session(args, comm) -> Session:
@@ -138,7 +147,16 @@ def open_session(args, comm) -> Session:
         embedding = DistEmbedding(graph.num_nodes, args.embed_dim, name=EMBEDDING_NAME, comm=comm, book=graph.book)
         embed_optimizer = SparseAdam([embedding], lr=args.embed_lr)
     seed_rank_streams(args.seed, comm.rank)
-    return Session(comm, graph, loader, model, grads, optimizer, embedding, embed_optimizer, config)
+    loss = TrainingLoss(config["task"], training_class_weights(graph, config) if args.class_weight == "balanced"
+                        else None)
+    return Session(comm, graph, loader, model, grads, optimizer, embedding, embed_optimizer, config, loss)
+
+
+def training_class_weights(graph, config):
+    """Collective over graph.comm. ``--class-weight balanced`` weights from the labels of the
+    training nodes each rank owns (every training node counted once)."""
+    owned_train = graph.ndata["train_mask"].local.astype(bool)
+    return class_weights(graph.ndata["label"].local[owned_train], config["task"], config["num_classes"], graph.comm)
 
 
 def thread_plan(prefetch, cores) -> tuple[int, int]:

@@ -199,13 +199,13 @@ def test_sparse_ids_can_be_relabelled(tmp_path):
     path = write_text(tmp_path / "e.txt", f"0 1\n{HUGE_ID} 2\n1 {HUGE_ID}\n")
     graph = read_graph(path, relabel=True)
     assert graph.num_nodes == 4
-    np.testing.assert_array_equal(graph.ndata["raw_id"], [0, 1, 2, HUGE_ID])
+    np.testing.assert_array_equal(graph.ndata["orig_id"], [0, 1, 2, HUGE_ID])
     assert graph.src.tolist() == [0, 3, 1] and graph.dst.tolist() == [1, 2, 3]
     with pytest.raises(InputError, match=r"e\.txt: field 'num_nodes': cannot be combined with relabel"):
         read_edgelist(path, relabel=True, num_nodes=9)
-    # the flag reaches the reader through the partition command, and raw_id becomes a node field
+    # the flag reaches the reader through the partition command; the file's ids become orig_id
     meta = partition_main_meta([str(path), "--parts", "1", "--out", str(tmp_path / "parts"), "--relabel"])
-    assert meta["num_nodes"] == 4 and "raw_id" in meta["node_fields"]
+    assert meta["num_nodes"] == 4 and "orig_id" not in meta["node_fields"]
 
 
 def partition_main_meta(argv):

@@ -1,7 +1,9 @@
 """Graph readers: one entry point (``read_graph``) over every supported input format.
 
 ``detect_format`` picks the reader from the path (directory layout, ``.npz`` keys, file
-extension); ``add_reader_arguments`` / ``reader_options`` give every command the same flags.
+extension, else the first lines of a text file); ``add_reader_arguments`` / ``reader_options``
+give every command the same flags. An edge list may come with a node table
+(``--node-table``), joined here after the edge list is read.
 """
 from __future__ import annotations
 
@@ -12,30 +14,47 @@ import pickle
 import zipfile
 import zlib
 
-from hpcgnn.prep.read.edgelist import read_edgelist
+from hpcgnn.prep.read.edgelist import read_edgelist, sniff_edgelist
+from hpcgnn.prep.read.heterophily import read_heterophily
+from hpcgnn.prep.read.mat import read_mat
+from hpcgnn.prep.read.nodetable import join_node_table
 from hpcgnn.prep.read.npz import read_npz, write_npz
 from hpcgnn.prep.read.ogb import read_ogb
 from hpcgnn.prep.read.planetoid import PARTS as PLANETOID_PARTS
 from hpcgnn.prep.read.planetoid import locate_planetoid, read_planetoid
-from hpcgnn.prep.read.shchur import read_shchur
+from hpcgnn.prep.read.shchur import ADJACENCY_PREFIXES, read_shchur
 from hpcgnn.runtime.errors import InputError
 
-FORMATS = ("npz", "edgelist", "planetoid", "shchur", "ogb")
+FORMATS = ("npz", "edgelist", "planetoid", "shchur", "ogb", "mat", "heterophily")
 EDGELIST_EXTENSIONS = (".csv", ".tsv", ".txt", ".edges", ".el")
 _READERS = {"npz": read_npz, "edgelist": read_edgelist, "planetoid": read_planetoid,
-            "shchur": read_shchur, "ogb": read_ogb}
+            "shchur": read_shchur, "ogb": read_ogb, "mat": read_mat, "heterophily": read_heterophily}
 # Reader keyword -> (command-line flag, default, attribute on the argparse namespace).
 _FLAGS = {"delimiter": ("--delimiter", None, "delimiter"), "header": ("--header", None, "header"),
           "id_base": ("--id-base", 0, "id_base"), "num_nodes": ("--num-nodes", None, "num_nodes"),
-          "relabel": ("--relabel", False, "relabel"), "split": ("--ogb-split", None, "ogb_split")}
+          "relabel": ("--relabel", False, "relabel"), "split": ("--ogb-split", None, "ogb_split"),
+          "node_table": ("--node-table", None, "node_table"),
+          "label_column": ("--label-column", None, "label_column"),
+          "table_features": ("--no-table-features", True, "table_features"),
+          "adjacency_var": ("--mat-adjacency", None, "mat_adjacency"),
+          "attributes_var": ("--mat-attributes", None, "mat_attributes"),
+          "labels_var": ("--mat-labels", None, "mat_labels"),
+          "features_var": ("--mat-features", None, "mat_features"),
+          "split_index": ("--split-index", None, "split_index")}
+# Options of an edge list's node table, which read_graph joins after read_edgelist.
+_NODE_TABLE_OPTIONS = ("node_table", "label_column", "table_features")
 # What parsers (numpy, zipfile, gzip, pickle, csv) raise on a truncated, empty or foreign file.
 _PARSE_ERRORS = (EOFError, OSError, ValueError, KeyError, IndexError, TypeError, AttributeError,
                  zipfile.BadZipFile, zlib.error, pickle.UnpicklingError)
 _FORMAT_OPTIONS = {"npz": (), "planetoid": (), "shchur": (), "ogb": ("split",),
-                   "edgelist": ("delimiter", "header", "id_base", "num_nodes", "relabel")}
+                   "edgelist": ("delimiter", "header", "id_base", "num_nodes", "relabel") + _NODE_TABLE_OPTIONS,
+                   "mat": ("adjacency_var", "attributes_var", "labels_var", "features_var", "label_column",
+                           "table_features"),
+                   "heterophily": ("split_index",)}
 
-__all__ = ["FORMATS", "add_reader_arguments", "detect_format", "read_edgelist", "read_graph", "read_npz",
-           "read_ogb", "read_planetoid", "read_shchur", "reader_options", "write_npz"]
+__all__ = ["FORMATS", "add_reader_arguments", "detect_format", "join_node_table", "read_edgelist", "read_graph",
+           "read_heterophily", "read_mat", "read_npz", "read_ogb", "read_planetoid", "read_shchur", "reader_options",
+           "write_npz"]
 
 
 def _formats_hint():
@@ -60,13 +79,16 @@ def detect_format(path) -> str:
     str
         One of ``FORMATS``: a directory with ``raw/edge.csv.gz`` is ``ogb``; a directory or
         prefix with ``ind.<name>.graph`` is ``planetoid``; a ``.npz`` with ``src``/``dst`` is
-        ``npz`` and one with ``adj_*`` arrays is ``shchur``; ``.csv``, ``.tsv``, ``.txt``,
-        ``.edges``, ``.el`` (optionally ``.gz``) are ``edgelist``.
+        ``npz``, one with ``adj_*`` or ``adj_matrix.*`` arrays or an ``adj_matrix`` is
+        ``shchur`` and one with ``edges`` and ``node_features``/``node_labels`` is
+        ``heterophily``; a ``.mat`` is ``mat``; ``.csv``, ``.tsv``, ``.txt``, ``.edges``,
+        ``.el`` (optionally ``.gz``) are ``edgelist``, and so is any other file whose first
+        lines read as one (``sniff_edgelist``: ``graph.dat``, ``graph``).
 
     Raises
     ------
     InputError
-        If the path is missing or matches no format.
+        If the path is missing or matches no format; for a ``.npz`` the message lists its keys.
     """
     path = os.fspath(path)
     if os.path.isdir(path):
@@ -90,18 +112,26 @@ def detect_format(path) -> str:
                 keys = {entry[:-4] for entry in archive.namelist() if entry.endswith(".npy")}
         except (OSError, zipfile.BadZipFile) as exc:
             raise InputError(path, f"not a readable .npz archive ({exc})", "format", "npz") from None
-        if {"src", "dst"} <= keys:
-            return "npz"
-        if any(key.startswith("adj_") for key in keys):
-            return "shchur"
-        raise InputError(path, f"npz has neither src/dst (npz) nor adj_* (shchur) arrays; {_formats_hint()}",
-                         "keys", sorted(keys))
+        return _npz_format(path, keys)
+    if base.endswith(".mat"):
+        return "mat"
     stem = base[:-3] if base.endswith(".gz") else base
     extension = os.path.splitext(stem)[1]
-    if extension in EDGELIST_EXTENSIONS:
+    if extension in EDGELIST_EXTENSIONS or sniff_edgelist(path):
         return "edgelist"
-    raise InputError(path, f"cannot tell the graph format from the file name; {_formats_hint()}",
-                     "format", extension or base)
+    raise InputError(path, "cannot tell the graph format from the file name or its first lines (an edge list "
+                     f"has 'src dst [weight]' lines); {_formats_hint()}", "format", extension or base)
+
+
+def _npz_format(path, keys):
+    if {"src", "dst"} <= keys:
+        return "npz"
+    if "adj_matrix" in keys or any(key.startswith(ADJACENCY_PREFIXES) for key in keys):
+        return "shchur"
+    if "edges" in keys and keys & {"node_features", "node_labels"}:
+        return "heterophily"
+    raise InputError(path, "npz has neither src/dst (npz), adj_* or adj_matrix.* (shchur) nor edges with "
+                     f"node_features/node_labels (heterophily) arrays; {_formats_hint()}", "keys", sorted(keys))
 
 
 def read_graph(path, format=None, **options):
@@ -115,7 +145,10 @@ def read_graph(path, format=None, **options):
         One of ``FORMATS``; detected from ``path`` when None.
     **options
         Keyword options of the chosen reader (``read_edgelist``: ``delimiter``, ``header``,
-        ``id_base``, ``num_nodes``, ``relabel``, ...; ``read_ogb``: ``split``; ``read_planetoid``: ``name``).
+        ``id_base``, ``num_nodes``, ``relabel``, ...; ``read_ogb``: ``split``; ``read_planetoid``:
+        ``name``; ``read_mat``: ``adjacency_var``, ``label_column``, ...; ``read_heterophily``:
+        ``split_index``). An edge list also takes ``node_table`` (a path), ``label_column`` and
+        ``table_features``: the table is joined by ``join_node_table``.
 
     Returns
     -------
@@ -135,21 +168,31 @@ def read_graph(path, format=None, **options):
     elif format not in FORMATS:
         raise InputError(path, f"unknown format (choose from {', '.join(FORMATS)})", "format", format)
     reader = _READERS[format]
+    table = {key: options.pop(key) for key in _NODE_TABLE_OPTIONS if key in options} if format == "edgelist" else {}
+    if table and table.get("node_table") is None:
+        key = next(iter(table))
+        raise InputError(path, "applies to a node table: pass --node-table FILE", key, _shown(table[key]))
     accepted = inspect.signature(reader).parameters
     for key, value in options.items():
         if key not in accepted or key == "path":
             raise InputError(path, f"option does not apply to format {format}", key, _shown(value))
+    reading = path
     try:
         graph = reader(path, **options)
+        if table:
+            reading = os.fspath(table.pop("node_table"))
+            graph = join_node_table(graph, reading, relabel=options.get("relabel", False), **table)
     except InputError:
         raise
     except MemoryError:
-        raise InputError(path, f"too large to read as {format} in the available memory", "format", format) from None
+        raise InputError(reading, f"too large to read as {format} in the available memory", "format",
+                         format) from None
     except _PARSE_ERRORS as exc:
         # Readers name the field for the faults they know; anything else a parser raises on a
         # truncated, empty or foreign file still ends as one line naming the file and format.
         detail = " ".join(f"{type(exc).__name__}: {exc}".split())
-        raise InputError(path, f"cannot be read as {format} ({detail})", "format", format) from None
+        what = format if reading == path else "a node table"
+        raise InputError(reading, f"cannot be read as {what} ({detail})", "format", format) from None
     return graph.check_memory()
 
 
@@ -163,6 +206,16 @@ def _delimiter_argument(text):
     value = named.get(text.lower(), text)
     if len(value) != 1:
         raise argparse.ArgumentTypeError(f"expected one character or tab/comma/space, got {text!r}")
+    return value
+
+
+def _non_negative_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
     return value
 
 
@@ -183,7 +236,10 @@ def add_reader_arguments(parser):
     ----------
     parser : argparse.ArgumentParser
         Gains ``--format``, ``--delimiter``, ``--header``/``--no-header``, ``--id-base``,
-        ``--num-nodes``, ``--relabel`` and ``--ogb-split`` in an "input format" group.
+        ``--num-nodes``, ``--relabel``, ``--ogb-split`` and ``--split-index`` in an "input
+        format" group, and ``--node-table``, ``--label-column``, ``--no-table-features`` and
+        ``--mat-adjacency``/``-attributes``/``-labels``/``-features`` in a "node labels and
+        features" group.
 
     Returns
     -------
@@ -198,18 +254,36 @@ def add_reader_arguments(parser):
                             "(default: detected)")
     header = group.add_mutually_exclusive_group()
     header.add_argument("--header", dest="header", action="store_true", default=None,
-                        help="the edge list's first line is a header (default: detected)")
+                        help="the edge list's first line is a header: column names, or a count line "
+                             "'n m ...' whose n is the node count (default: detected)")
     header.add_argument("--no-header", dest="header", action="store_false", default=None,
                         help="the edge list has no header line")
     group.add_argument("--id-base", type=int, choices=(0, 1), default=0,
                        help="smallest node id in the edge list; 1-based ids are shifted down (default 0)")
     group.add_argument("--num-nodes", type=_positive_int, default=None,
-                       help="edge-list node count (default: largest id + 1)")
+                       help="edge-list node count (default: a count header's n, else largest id + 1)")
     group.add_argument("--relabel", action="store_true",
                        help="number the edge list's ids 0..n-1 in sorted order (for sparse ids such as "
-                            "raw user ids); the file's id is kept as node field raw_id")
+                            "raw user ids); the part files' orig_id keeps the file's id")
     group.add_argument("--ogb-split", default=None, metavar="SCHEME",
                        help="OGB split scheme under split/ (default: the only or first one)")
+    group.add_argument("--split-index", type=_non_negative_int, default=None, metavar="I",
+                       help="heterophily npz holding k predefined splits (train_masks [k, N]): use split I "
+                            "(required when k > 1)")
+    nodes = parser.add_argument_group("node labels and features (node table, .mat)")
+    nodes.add_argument("--node-table", default=None, metavar="FILE",
+                       help="table beside an edge list: a header line, then 'id,<label>[,feature...]' rows "
+                            "with the edge list's ids; label -1 for nodes without a row")
+    nodes.add_argument("--label-column", default=None, metavar="COL",
+                       help="the label column: a node table's column name (default: 'label'), or the "
+                            "0-based column of a .mat attribute table (0 there = unlabelled)")
+    nodes.add_argument("--no-table-features", dest="table_features", action="store_false",
+                       help="keep the table's other columns out of feat (otherwise: a node table's numeric "
+                            "columns as they are, a .mat table's integer codes one-hot)")
+    for role, what in (("adjacency", "the adjacency"), ("attributes", "the attribute table of --label-column"),
+                       ("labels", "the labels"), ("features", "the features")):
+        nodes.add_argument(f"--mat-{role}", default=None, metavar="NAME",
+                           help=f".mat variable holding {what} (default: found by shape and name)")
     return group
 
 

@@ -1,315 +1,26 @@
-"""Edge-list text files (``src dst [weight]`` per line), read in byte blocks.
-
-A block of ``chunk_bytes`` (64 MiB, roughly four million short lines) is read, cut after its
-last newline and parsed by numpy's C ``loadtxt``; only the parsed integer arrays are kept, so a
-1 GB file never becomes a list of Python strings. Plain and gzip-compressed files are both
-accepted (gzip is recognised by its magic bytes, whatever the file is called).
-
-The same machinery (``TextTable``, ``read_numeric_table``) reads the OGB csv.gz files.
-"""
+"""Edge-list text files (``src dst [weight]`` per line, optionally a header or a count line),
+read in byte blocks by :mod:`hpcgnn.prep.read.text`."""
 from __future__ import annotations
 
-import gzip
 import io
 import os
-import warnings
 import zlib
 
 import numpy as np
 
-from hpcgnn.prep.graph import Graph
+from hpcgnn.prep.graph import ORIG_ID, Graph
+from hpcgnn.prep.read.text import (
+    DEFAULT_CHUNK_BYTES,
+    TEXT_ENCODING,
+    TextTable,
+    is_number,
+    open_binary,
+    parse_block,
+    split_tokens,
+)
 from hpcgnn.runtime.errors import InputError
 
-DEFAULT_CHUNK_BYTES = 64 << 20
 EDGE_COLUMNS = ("src", "dst", "weight")
-_GZIP_MAGIC = b"\x1f\x8b"
-_INT64_RANGE = (-(2**63), 2**63 - 1)
-# latin-1 maps every byte to one character, so decoding never fails and a stray non-ASCII
-# byte surfaces as an unparsable token with its line number instead of a UnicodeDecodeError.
-_ENCODING = "latin-1"
-
-
-def open_binary(path):
-    """Local. Open ``path`` for binary reading, gunzipping it when it starts with the gzip magic.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        A plain or gzip-compressed file.
-
-    Returns
-    -------
-    file object
-        Binary stream of the (decompressed) contents.
-
-    Raises
-    ------
-    InputError
-        If the path is missing, a directory, or cannot be opened.
-    """
-    path = os.fspath(path)
-    if os.path.isdir(path):
-        raise InputError(path, "is a directory, expected a file")
-    try:
-        with open(path, "rb") as probe:
-            magic = probe.read(2)
-    except FileNotFoundError:
-        raise InputError(path, "file not found") from None
-    except OSError as exc:
-        raise InputError(path, f"cannot open file ({exc.strerror})") from None
-    return gzip.open(path, "rb") if magic == _GZIP_MAGIC else open(path, "rb")
-
-
-class TextTable:
-    """Local. A numeric text file opened for block-wise parsing.
-
-    Opening consumes leading blank and comment lines, so ``first_line`` (the first line with
-    content, comment stripped, or None for a file without data) can be inspected to choose the
-    delimiter and header handling before ``blocks`` streams the rest.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        Plain or gzip-compressed text file.
-    comment : str or None
-        Text after this marker is ignored, and lines starting with it are skipped.
-    chunk_bytes : int
-        Approximate size of each block handed to the parser.
-    """
-
-    def __init__(self, path, comment="#", chunk_bytes=DEFAULT_CHUNK_BYTES):
-        self.path = os.fspath(path)
-        self.comment = comment or None
-        self.chunk_bytes = max(int(chunk_bytes), 1)
-        self.first_line = None
-        self.first_line_number = 0
-        self._pending = b""
-        self._fh = open_binary(self.path)
-        try:
-            self._find_first_line()
-        except BaseException:
-            self._fh.close()
-            raise
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        self.close()
-
-    def close(self):
-        """Local. Close the underlying file."""
-        self._fh.close()
-
-    def strip_comment(self, line):
-        """Local. Return ``line`` without its trailing comment and surrounding whitespace."""
-        if self.comment:
-            line = line.split(self.comment, 1)[0]
-        return line.strip()
-
-    def _read(self, size=-1, line=False):
-        try:
-            return self._fh.readline() if line else self._fh.read(size)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise InputError(self.path, f"cannot read file ({exc})") from None
-
-    def _find_first_line(self):
-        number = 0
-        while True:
-            raw = self._read(line=True)
-            if not raw:
-                return
-            number += 1
-            content = self.strip_comment(raw.decode(_ENCODING))
-            if content:
-                self.first_line, self.first_line_number, self._pending = content, number, raw
-                return
-
-    def blocks(self, skip_first=False):
-        """Local. Yield ``(block, line_number)`` chunks of whole lines, starting at ``first_line``.
-
-        Parameters
-        ----------
-        skip_first : bool
-            Leave ``first_line`` out (it is a header).
-
-        Yields
-        ------
-        (bytes, int)
-            Raw bytes of complete lines and the 1-based file line number of the first one.
-        """
-        line_number = self.first_line_number
-        carry = self._pending
-        if skip_first:
-            carry, line_number = b"", line_number + 1
-        while True:
-            data = self._read(self.chunk_bytes)
-            if not data:
-                if carry.strip():
-                    yield carry, line_number
-                return
-            buffer = carry + data
-            cut = buffer.rfind(b"\n") + 1
-            if cut == 0:
-                carry = buffer  # a line longer than one block: keep reading until it ends
-                continue
-            block, carry = buffer[:cut], buffer[cut:]
-            yield block, line_number
-            line_number += block.count(b"\n")
-
-
-def split_tokens(line, delimiter):
-    """Local. Split one line on ``delimiter`` (None = runs of whitespace), stripping each token."""
-    return [token.strip() for token in line.split(delimiter)] if delimiter else line.split()
-
-
-def is_number(token, integer=False):
-    """Local. True if numpy's parser would accept ``token`` as an int64 (``integer``) or a float."""
-    if "_" in token:  # Python accepts 1_000, numpy does not
-        return False
-    try:
-        value = int(token) if integer else float(token)
-    except ValueError:
-        return False
-    return not integer or _INT64_RANGE[0] <= value <= _INT64_RANGE[1]
-
-
-def parse_block(table, text, line_number, dtype, delimiter, names, integer_columns, exact=True):
-    """Local. Parse one block with numpy's C reader; on failure raise InputError naming the line.
-
-    Parameters
-    ----------
-    table : TextTable
-        The file the block came from (for its path and comment marker).
-    text : bytes
-        Whole lines, as yielded by ``TextTable.blocks``.
-    line_number : int
-        File line number of the block's first line.
-    dtype : numpy.dtype
-        Plain dtype (result is 2-D) or structured dtype with one field per column (result 1-D).
-    delimiter : str or None
-        Column separator; None splits on whitespace.
-    names : sequence of str
-        Column names used in error messages; ``len(names)`` columns are parsed.
-    integer_columns : set of int
-        Column positions that must hold integers.
-    exact : bool
-        Require exactly ``len(names)`` columns per line (else extra columns are ignored).
-
-    Returns
-    -------
-    numpy.ndarray
-        Parsed rows (possibly zero of them for a block of comments).
-    """
-    structured = np.dtype(dtype).names is not None
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="loadtxt: input contained no data")
-        try:
-            # BytesIO shares the block's buffer; a StringIO would hold a 4-byte-per-char copy.
-            rows = np.loadtxt(io.BytesIO(text), dtype=dtype, delimiter=delimiter, encoding=_ENCODING,
-                              comments=table.comment, ndmin=1 if structured else 2,
-                              usecols=None if exact else tuple(range(len(names))))
-        except ValueError as exc:
-            _raise_for_bad_line(table, text, line_number, delimiter, names, integer_columns, exact, exc)
-    if not structured and rows.size and rows.shape[1] != len(names):
-        _raise_for_bad_line(table, text, line_number, delimiter, names, integer_columns, exact, None)
-    return rows
-
-
-def _raise_for_bad_line(table, text, line_number, delimiter, names, integer_columns, exact, exc):
-    # Error path only, so a Python loop over the block's lines is fine here.
-    text = text.decode(_ENCODING)
-    for offset, line in enumerate(text.split("\n")):
-        content = table.strip_comment(line)
-        if not content:
-            continue
-        where = line_number + offset
-        tokens = split_tokens(content, delimiter)
-        if len(tokens) < len(names) or (exact and len(tokens) != len(names)):
-            field = names[min(len(tokens), len(names) - 1)]
-            raise InputError(table.path, f"line {where} has {len(tokens)} columns, expected {len(names)}",
-                             field, content)
-        for column, (name, token) in enumerate(zip(names, tokens)):
-            integer = column in integer_columns
-            if not is_number(token, integer):
-                kind = "an integer" if integer else "a number"
-                raise InputError(table.path, f"not {kind} on line {where}", name, token)
-    last = line_number + text.count("\n")
-    raise InputError(table.path, f"cannot parse lines {line_number}-{last} ({exc})")
-
-
-def read_numeric_table(path, dtype, *, delimiter=",", names=None, comment="#", expected_rows=None,
-                       expected_from="expected", order="C", allow_empty=False,
-                       chunk_bytes=DEFAULT_CHUNK_BYTES):
-    """Local. Read a headerless numeric text table (plain or gzip) into one 2-D array, blockwise.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The table; its column count is fixed by the first data line.
-    dtype : numpy.dtype
-        Element type; integer dtypes reject non-integer tokens.
-    delimiter : str or None
-        Column separator; None splits on whitespace.
-    names : sequence of str, optional
-        Column names for error messages; if given, the column count must match.
-    comment : str or None
-        Comment marker.
-    expected_rows : int, optional
-        Known row count: the result is allocated once and filled, and a different count is an
-        error citing ``expected_from``.
-    expected_from : str
-        Where ``expected_rows`` came from, for the error message.
-    order : {"C", "F"}
-        Memory order of the result; "F" makes each column a contiguous 1-D view.
-    allow_empty : bool
-        Return a (0, 1) array for a file without data lines instead of raising.
-    chunk_bytes : int
-        Block size for the C parser.
-
-    Returns
-    -------
-    numpy.ndarray
-        Array of shape (rows, columns).
-    """
-    integer = np.issubdtype(np.dtype(dtype), np.integer)
-    with TextTable(path, comment, chunk_bytes) as table:
-        if table.first_line is None:
-            if allow_empty:
-                return np.empty((0, 1), dtype=dtype)
-            raise InputError(table.path, "file has no data lines", "rows", 0)
-        width = len(split_tokens(table.first_line, delimiter))
-        if names is None:
-            names = [f"column {j + 1}" for j in range(width)]
-        names = list(names)
-        if width != len(names):
-            raise InputError(table.path, f"line {table.first_line_number} has {width} columns, "
-                             f"expected {len(names)}", names[min(width, len(names) - 1)], table.first_line)
-        integer_columns = set(range(width)) if integer else set()
-        parts, filled = [], 0
-        out = None if expected_rows is None else np.empty((expected_rows, width), dtype, order=order)
-        for text, line_number in table.blocks():
-            rows = parse_block(table, text, line_number, dtype, delimiter, names, integer_columns)
-            if not rows.shape[0]:
-                continue
-            if out is None:
-                parts.append(rows)
-            elif filled + rows.shape[0] > expected_rows:
-                raise InputError(table.path, f"more rows than the {expected_rows} {expected_from}",
-                                 "rows", f">{expected_rows}")
-            else:
-                out[filled:filled + rows.shape[0]] = rows
-            filled += rows.shape[0]
-    if out is None:
-        out = np.empty((filled, width), dtype, order=order)
-        start = 0
-        while parts:  # pop as we copy so the blocks are freed one by one
-            block = parts.pop(0)
-            out[start:start + block.shape[0]] = block
-            start += block.shape[0]
-    elif filled != expected_rows:
-        raise InputError(table.path, f"has {filled} rows but {expected_rows} {expected_from}", "rows", filled)
-    return out
 
 
 def _guess_delimiter(line):
@@ -330,15 +41,113 @@ def _check_delimiter(path, delimiter):
 
 def _edge_columns(table, text, line_number, delimiter):
     # The first data line fixes the column count: 2 = unweighted, 3 or more = weighted.
+    # Returns (column names, the line's width), or None for a block of comments.
     for offset, line in enumerate(io.BytesIO(text)):
-        content = table.strip_comment(line.decode(_ENCODING))
+        content = table.strip_comment(line.decode(TEXT_ENCODING))
         if content:
             width = len(split_tokens(content, delimiter))
             if width < 2:
                 raise InputError(table.path, f"line {line_number + offset} has 1 column; an edge needs "
                                  "src and dst", "dst", content)
-            return EDGE_COLUMNS[: min(width, 3)]
+            return EDGE_COLUMNS[: min(width, 3)], width
     return None
+
+
+def _edge_arrays(path, rows, names, id_base):
+    """``(src, dst, weight or None)`` of parsed rows, ids checked against ``id_base``."""
+    ends = []
+    for column in ("src", "dst"):
+        ids = rows[column].copy()
+        if ids.min() < id_base:
+            problem = "negative node id" if id_base == 0 else "node id below id_base 1 (ids are 1-based)"
+            raise InputError(path, problem, column, int(ids.min()))
+        ends.append(ids)
+    return ends[0], ends[1], rows["weight"].copy() if "weight" in names else None
+
+
+def leading_counts(tokens):
+    """Local. ``(n, m)`` from a header line's tokens if the first two are integers and n >= 1."""
+    if len(tokens) < 2 or not all(is_number(token, integer=True) for token in tokens[:2]) or int(tokens[0]) < 1:
+        return None
+    return int(tokens[0]), int(tokens[1])
+
+
+def _count_header(tokens, width, rows, largest, id_base, relabel):
+    """``(n, m)`` if a numeric first line is a ``n m [...]`` count header, else None (an edge).
+
+    Edge lines all have one width, so a first line of another width is a header. One of the
+    same width is a header only if it counts the lines after it (``m`` of them) and ``n`` is
+    enough nodes for their largest id: for an edge, both would be a coincidence.
+    """
+    counts = leading_counts(tokens)
+    if width is None or counts is None:
+        return None
+    nodes, edges = counts
+    if len(tokens) != width:
+        return counts
+    enough = relabel or nodes >= largest + 1 - id_base  # relabelled ids say nothing about the count
+    return (nodes, edges) if edges == rows and enough else None
+
+
+def _first_line_edge(table, columns, delimiter, id_base):
+    """The first line parsed as an edge: ``((src, dst, weight), columns)``."""
+    line = (table.first_line + "\n").encode(TEXT_ENCODING)
+    if columns is None:  # no line after it
+        columns = _edge_columns(table, line, table.first_line_number, delimiter)
+    dtype = np.dtype([(n, np.float32 if n == "weight" else np.int64) for n in columns[0]])
+    rows = parse_block(table, line, table.first_line_number, dtype, delimiter, columns[0], {0, 1}, exact=False)
+    return _edge_arrays(table.path, rows, columns[0], id_base), columns
+
+
+_SNIFF_LINES = 50
+
+
+def _is_edge_line(tokens):
+    return (len(tokens) in (2, 3) and all(is_number(token, integer=True) and int(token) >= 0 for token in tokens[:2])
+            and (len(tokens) == 2 or is_number(tokens[2])))
+
+
+def sniff_edgelist(path, sample_bytes=1 << 16) -> bool:
+    """Local. True if the start of ``path`` reads as a text edge list.
+
+    For files whose name says nothing (``graph.dat``, ``graph``): the first lines (up to 50,
+    within ``sample_bytes``, ``#`` comments skipped, gzip opened) after the first must all be
+    ``src dst [weight]`` with non-negative integer ids and one width; the first line may also
+    be a header, of column names (same width) or of numbers (a count header).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file.
+    sample_bytes : int
+        How much of the file to look at.
+
+    Returns
+    -------
+    bool
+        False for binary files, other text and files that cannot be read.
+    """
+    try:
+        with open_binary(path) as fh:
+            sample = fh.read(sample_bytes)
+    except (InputError, OSError, EOFError, zlib.error):
+        return False
+    if not sample or b"\0" in sample:
+        return False
+    lines = sample.decode(TEXT_ENCODING).splitlines()
+    if len(sample) == sample_bytes:
+        lines = lines[:-1]  # cut short by the sample
+    content = [line.split("#", 1)[0].strip() for line in lines[:_SNIFF_LINES]]
+    content = [line for line in content if line]
+    if not content:
+        return False
+    data = content[1:] or content
+    delimiter = _guess_delimiter(data[0])
+    rows = [split_tokens(line, delimiter) for line in data]
+    if len({len(tokens) for tokens in rows}) != 1 or not all(_is_edge_line(tokens) for tokens in rows):
+        return False
+    first = split_tokens(content[0], delimiter)
+    return len(first) == len(rows[0]) or (2 <= len(first) <= 4 and all(is_number(token) for token in first))
 
 
 def graph_name(path):
@@ -362,11 +171,17 @@ def read_edgelist(path, delimiter=None, header=None, id_base=0, num_nodes=None, 
         of whitespace. A single space also means runs of whitespace.
     header : bool, optional
         Whether the first non-comment line is a header. None treats it as a header when one of
-        its first two tokens is not a number.
+        its first two tokens is not a number, and a numeric one as a count header ``n m [...]``
+        (``1000,5000,0``) when its width differs from the edge lines' or when it counts the
+        lines after it (``m``) and ``n`` covers their largest id; otherwise it is an edge. A
+        count header's ``n`` is the node count (``num_nodes`` overrides it; with ``relabel``
+        it is not used).
     id_base : {0, 1}
-        Smallest node id in the file; 1-based ids are shifted down to 0-based.
+        Smallest node id in the file; 1-based ids are shifted down to 0-based, and the file's
+        id kept as node field ``orig_id``.
     num_nodes : int, optional
-        Node count (so trailing isolated nodes exist); default is the largest id + 1.
+        Node count (so trailing isolated nodes exist); default is a count header's ``n``, else
+        the largest id + 1.
     comment : str or None
         Lines starting with this marker are skipped and trailing comments ignored.
     chunk_bytes : int
@@ -375,7 +190,7 @@ def read_edgelist(path, delimiter=None, header=None, id_base=0, num_nodes=None, 
         Graph name; default is the file name without extensions.
     relabel : bool
         Number the ids that occur 0..n-1 in ascending order and keep each node's id as written
-        in the file as node field ``raw_id`` (int64). For sparse ids (raw user or page ids),
+        in the file as node field ``orig_id`` (int64). For sparse ids (raw user or page ids),
         which would otherwise imply a node per possible id; excludes ``num_nodes``.
 
     Returns
@@ -383,6 +198,7 @@ def read_edgelist(path, delimiter=None, header=None, id_base=0, num_nodes=None, 
     Graph
         Validated graph with int64 ``src``/``dst`` and, if the first data line has a third
         column, ``edata['weight']`` (float32). Columns after the third are ignored.
+        ``notes['header_nodes']`` records a node count taken from a count header.
     """
     path = os.fspath(path)
     if id_base not in (0, 1):
@@ -400,26 +216,37 @@ def read_edgelist(path, delimiter=None, header=None, id_base=0, num_nodes=None, 
             raise InputError(path, "no edge lines (file is empty or only comments)", "src", "<none>")
         if detect:
             delimiter = _guess_delimiter(table.first_line)
-        if header is None:
-            header = not all(is_number(token) for token in split_tokens(table.first_line, delimiter)[:2])
-        names = dtype = None
+        first_tokens = split_tokens(table.first_line, delimiter)
+        if header is None and not all(is_number(token) for token in first_tokens[:2]):
+            header = True
+        # Still None: a numeric first line, an edge or an "n m [directed]" count header, told
+        # apart once the lines after it are read (see _count_header).
+        columns = dtype = None
         src_parts, dst_parts, weight_parts = [], [], []
-        for text, line_number in table.blocks(skip_first=bool(header)):
-            if names is None:
-                names = _edge_columns(table, text, line_number, delimiter)
-                if names is None:
+        for text, line_number in table.blocks(skip_first=header is not False):
+            if columns is None:
+                columns = _edge_columns(table, text, line_number, delimiter)
+                if columns is None:
                     continue  # only comments so far
-                dtype = np.dtype([(n, np.float32 if n == "weight" else np.int64) for n in names])
-            rows = parse_block(table, text, line_number, dtype, delimiter, names, {0, 1}, exact=False)
-            if not rows.shape[0]:
-                continue
-            for column, parts in (("src", src_parts), ("dst", dst_parts)):
-                parts.append(rows[column].copy())
-                if parts[-1].min() < id_base:
-                    problem = "negative node id" if id_base == 0 else "node id below id_base 1 (ids are 1-based)"
-                    raise InputError(path, problem, column, int(parts[-1].min()))
-            if "weight" in names:
-                weight_parts.append(rows["weight"].copy())
+                dtype = np.dtype([(n, np.float32 if n == "weight" else np.int64) for n in columns[0]])
+            rows = parse_block(table, text, line_number, dtype, delimiter, columns[0], {0, 1}, exact=False)
+            if rows.shape[0]:
+                for parts, values in zip((src_parts, dst_parts, weight_parts),
+                                         _edge_arrays(path, rows, columns[0], id_base)):
+                    parts.append(values)
+        counts = None
+        if header:
+            counts = leading_counts(first_tokens)  # a header said to be one: if numeric, n is the node count
+        elif header is None:
+            largest = max((int(max(a.max(), b.max())) for a, b in zip(src_parts, dst_parts)), default=-1)
+            counts = _count_header(first_tokens, columns and columns[1], sum(p.shape[0] for p in src_parts),
+                                   largest, id_base, relabel)
+            if counts is None:  # the first line is an edge after all
+                first_edge, columns = _first_line_edge(table, columns, delimiter, id_base)
+                for parts, values in zip((src_parts, dst_parts, weight_parts), first_edge):
+                    parts.insert(0, values)
+        header_line = (table.first_line_number, table.first_line) if counts is not None else None
+    weight_parts = [part for part in weight_parts if part is not None]
     if not src_parts:
         raise InputError(path, "no edge lines after the header", "src", "<none>")
     src, dst = np.concatenate(src_parts), np.concatenate(dst_parts)
@@ -428,18 +255,28 @@ def read_edgelist(path, delimiter=None, header=None, id_base=0, num_nodes=None, 
     if relabel:
         raw_ids, dense = np.unique(np.concatenate([src, dst]), return_inverse=True)
         dense = dense.astype(np.int64, copy=False).reshape(-1)
-        graph = Graph(int(raw_ids.shape[0]), dense[:src.shape[0]], dense[src.shape[0]:], {"raw_id": raw_ids},
+        graph = Graph(int(raw_ids.shape[0]), dense[:src.shape[0]], dense[src.shape[0]:], {ORIG_ID: raw_ids},
                       edata, name=name or graph_name(path), source=path)
         return graph.validate()
     largest = max(int(src.max()), int(dst.max()))
+    notes = {}
+    if header_line is not None and num_nodes is None:
+        num_nodes = counts[0]
+        notes["header_nodes"] = num_nodes
+        if largest - id_base >= num_nodes:
+            raise InputError(path, f"header line {header_line[0]} gives {num_nodes} nodes but node id {largest} "
+                             "occurs (--num-nodes N overrides the count, --no-header reads the line as an edge)",
+                             "header", header_line[1])
     if num_nodes is None:
         num_nodes = largest + 1 - id_base
     elif largest - id_base >= num_nodes:
         column = "src" if int(src.max()) == largest else "dst"
         raise InputError(path, f"node id out of range [{id_base}, {num_nodes - 1 + id_base}] "
                          f"for num_nodes {num_nodes}", column, largest)
+    ndata = {}
     if id_base:
         src -= id_base
         dst -= id_base
-    graph = Graph(int(num_nodes), src, dst, {}, edata, name=name or graph_name(path), source=path)
+        ndata[ORIG_ID] = np.arange(id_base, num_nodes + id_base, dtype=np.int64)
+    graph = Graph(int(num_nodes), src, dst, ndata, edata, name=name or graph_name(path), source=path, notes=notes)
     return graph.validate()

@@ -20,7 +20,7 @@ import os
 import numpy as np
 
 from hpcgnn.prep.graph import Graph, check_memory
-from hpcgnn.prep.read.edgelist import DEFAULT_CHUNK_BYTES, read_numeric_table
+from hpcgnn.prep.read.text import DEFAULT_CHUNK_BYTES, read_numeric_table
 from hpcgnn.runtime.errors import InputError
 
 SPLIT_FILES = (("train", "train_mask"), ("valid", "val_mask"), ("test", "test_mask"))

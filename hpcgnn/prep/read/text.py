@@ -1,0 +1,309 @@
+"""Numeric text tables read in byte blocks: the machinery of the edge-list, node-table and OGB
+csv readers.
+
+A block of ``chunk_bytes`` (64 MiB, roughly four million short lines) is read, cut after its
+last newline and parsed by numpy's C ``loadtxt``; only the parsed arrays are kept, so a 1 GB
+file never becomes a list of Python strings. Plain and gzip-compressed files are both
+accepted (gzip is recognised by its magic bytes, whatever the file is called).
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import warnings
+import zlib
+
+import numpy as np
+
+from hpcgnn.runtime.errors import InputError
+
+DEFAULT_CHUNK_BYTES = 64 << 20
+_GZIP_MAGIC = b"\x1f\x8b"
+_INT64_RANGE = (-(2**63), 2**63 - 1)
+# latin-1 maps every byte to one character, so decoding never fails and a stray non-ASCII
+# byte surfaces as an unparsable token with its line number instead of a UnicodeDecodeError.
+TEXT_ENCODING = "latin-1"
+
+
+def open_binary(path):
+    """Local. Open ``path`` for binary reading, gunzipping it when it starts with the gzip magic.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A plain or gzip-compressed file.
+
+    Returns
+    -------
+    file object
+        Binary stream of the (decompressed) contents.
+
+    Raises
+    ------
+    InputError
+        If the path is missing, a directory, or cannot be opened.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise InputError(path, "is a directory, expected a file")
+    try:
+        with open(path, "rb") as probe:
+            magic = probe.read(2)
+    except FileNotFoundError:
+        raise InputError(path, "file not found") from None
+    except OSError as exc:
+        raise InputError(path, f"cannot open file ({exc.strerror})") from None
+    return gzip.open(path, "rb") if magic == _GZIP_MAGIC else open(path, "rb")
+
+
+class TextTable:
+    """Local. A numeric text file opened for block-wise parsing.
+
+    Opening consumes leading blank and comment lines, so ``first_line`` (the first line with
+    content, comment stripped, or None for a file without data) can be inspected to choose the
+    delimiter and header handling before ``blocks`` streams the rest.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Plain or gzip-compressed text file.
+    comment : str or None
+        Text after this marker is ignored, and lines starting with it are skipped.
+    chunk_bytes : int
+        Approximate size of each block handed to the parser.
+    """
+
+    def __init__(self, path, comment="#", chunk_bytes=DEFAULT_CHUNK_BYTES):
+        self.path = os.fspath(path)
+        self.comment = comment or None
+        self.chunk_bytes = max(int(chunk_bytes), 1)
+        self.first_line = None
+        self.first_line_number = 0
+        self._pending = b""
+        self._fh = open_binary(self.path)
+        try:
+            self._find_first_line()
+        except BaseException:
+            self._fh.close()
+            raise
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+    def close(self):
+        """Local. Close the underlying file."""
+        self._fh.close()
+
+    def strip_comment(self, line):
+        """Local. Return ``line`` without its trailing comment and surrounding whitespace."""
+        if self.comment:
+            line = line.split(self.comment, 1)[0]
+        return line.strip()
+
+    def _read(self, size=-1, line=False):
+        try:
+            return self._fh.readline() if line else self._fh.read(size)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise InputError(self.path, f"cannot read file ({exc})") from None
+
+    def _find_first_line(self):
+        number = 0
+        while True:
+            raw = self._read(line=True)
+            if not raw:
+                return
+            number += 1
+            content = self.strip_comment(raw.decode(TEXT_ENCODING))
+            if content:
+                self.first_line, self.first_line_number, self._pending = content, number, raw
+                return
+
+    def blocks(self, skip_first=False):
+        """Local. Yield ``(block, line_number)`` chunks of whole lines, starting at ``first_line``.
+
+        Parameters
+        ----------
+        skip_first : bool
+            Leave ``first_line`` out (it is a header).
+
+        Yields
+        ------
+        (bytes, int)
+            Raw bytes of complete lines and the 1-based file line number of the first one.
+        """
+        line_number = self.first_line_number
+        carry = self._pending
+        if skip_first:
+            carry, line_number = b"", line_number + 1
+        while True:
+            data = self._read(self.chunk_bytes)
+            if not data:
+                if carry.strip():
+                    yield carry, line_number
+                return
+            buffer = carry + data
+            cut = buffer.rfind(b"\n") + 1
+            if cut == 0:
+                carry = buffer  # a line longer than one block: keep reading until it ends
+                continue
+            block, carry = buffer[:cut], buffer[cut:]
+            yield block, line_number
+            line_number += block.count(b"\n")
+
+
+def split_tokens(line, delimiter):
+    """Local. Split one line on ``delimiter`` (None = runs of whitespace), stripping each token."""
+    return [token.strip() for token in line.split(delimiter)] if delimiter else line.split()
+
+
+def is_number(token, integer=False):
+    """Local. True if numpy's parser would accept ``token`` as an int64 (``integer``) or a float."""
+    if "_" in token:  # Python accepts 1_000, numpy does not
+        return False
+    try:
+        value = int(token) if integer else float(token)
+    except ValueError:
+        return False
+    return not integer or _INT64_RANGE[0] <= value <= _INT64_RANGE[1]
+
+
+def parse_block(table, text, line_number, dtype, delimiter, names, integer_columns, exact=True):
+    """Local. Parse one block with numpy's C reader; on failure raise InputError naming the line.
+
+    Parameters
+    ----------
+    table : TextTable
+        The file the block came from (for its path and comment marker).
+    text : bytes
+        Whole lines, as yielded by ``TextTable.blocks``.
+    line_number : int
+        File line number of the block's first line.
+    dtype : numpy.dtype
+        Plain dtype (result is 2-D) or structured dtype with one field per column (result 1-D).
+    delimiter : str or None
+        Column separator; None splits on whitespace.
+    names : sequence of str
+        Column names used in error messages; ``len(names)`` columns are parsed.
+    integer_columns : set of int
+        Column positions that must hold integers.
+    exact : bool
+        Require exactly ``len(names)`` columns per line (else extra columns are ignored).
+
+    Returns
+    -------
+    numpy.ndarray
+        Parsed rows (possibly zero of them for a block of comments).
+    """
+    structured = np.dtype(dtype).names is not None
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="loadtxt: input contained no data")
+        try:
+            # BytesIO shares the block's buffer; a StringIO would hold a 4-byte-per-char copy.
+            rows = np.loadtxt(io.BytesIO(text), dtype=dtype, delimiter=delimiter, encoding=TEXT_ENCODING,
+                              comments=table.comment, ndmin=1 if structured else 2,
+                              usecols=None if exact else tuple(range(len(names))))
+        except ValueError as exc:
+            _raise_for_bad_line(table, text, line_number, delimiter, names, integer_columns, exact, exc)
+    if not structured and rows.size and rows.shape[1] != len(names):
+        _raise_for_bad_line(table, text, line_number, delimiter, names, integer_columns, exact, None)
+    return rows
+
+
+def _raise_for_bad_line(table, text, line_number, delimiter, names, integer_columns, exact, exc):
+    # Error path only, so a Python loop over the block's lines is fine here.
+    text = text.decode(TEXT_ENCODING)
+    for offset, line in enumerate(text.split("\n")):
+        content = table.strip_comment(line)
+        if not content:
+            continue
+        where = line_number + offset
+        tokens = split_tokens(content, delimiter)
+        if len(tokens) < len(names) or (exact and len(tokens) != len(names)):
+            field = names[min(len(tokens), len(names) - 1)]
+            raise InputError(table.path, f"line {where} has {len(tokens)} columns, expected {len(names)}",
+                             field, content)
+        for column, (name, token) in enumerate(zip(names, tokens)):
+            integer = column in integer_columns
+            if not is_number(token, integer):
+                kind = "an integer" if integer else "a number"
+                raise InputError(table.path, f"not {kind} on line {where}", name, token)
+    last = line_number + text.count("\n")
+    raise InputError(table.path, f"cannot parse lines {line_number}-{last} ({exc})")
+
+
+def read_numeric_table(path, dtype, *, delimiter=",", names=None, comment="#", expected_rows=None,
+                       expected_from="expected", order="C", allow_empty=False,
+                       chunk_bytes=DEFAULT_CHUNK_BYTES):
+    """Local. Read a headerless numeric text table (plain or gzip) into one 2-D array, blockwise.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The table; its column count is fixed by the first data line.
+    dtype : numpy.dtype
+        Element type; integer dtypes reject non-integer tokens.
+    delimiter : str or None
+        Column separator; None splits on whitespace.
+    names : sequence of str, optional
+        Column names for error messages; if given, the column count must match.
+    comment : str or None
+        Comment marker.
+    expected_rows : int, optional
+        Known row count: the result is allocated once and filled, and a different count is an
+        error citing ``expected_from``.
+    expected_from : str
+        Where ``expected_rows`` came from, for the error message.
+    order : {"C", "F"}
+        Memory order of the result; "F" makes each column a contiguous 1-D view.
+    allow_empty : bool
+        Return a (0, 1) array for a file without data lines instead of raising.
+    chunk_bytes : int
+        Block size for the C parser.
+
+    Returns
+    -------
+    numpy.ndarray
+        Array of shape (rows, columns).
+    """
+    integer = np.issubdtype(np.dtype(dtype), np.integer)
+    with TextTable(path, comment, chunk_bytes) as table:
+        if table.first_line is None:
+            if allow_empty:
+                return np.empty((0, 1), dtype=dtype)
+            raise InputError(table.path, "file has no data lines", "rows", 0)
+        width = len(split_tokens(table.first_line, delimiter))
+        if names is None:
+            names = [f"column {j + 1}" for j in range(width)]
+        names = list(names)
+        if width != len(names):
+            raise InputError(table.path, f"line {table.first_line_number} has {width} columns, "
+                             f"expected {len(names)}", names[min(width, len(names) - 1)], table.first_line)
+        integer_columns = set(range(width)) if integer else set()
+        parts, filled = [], 0
+        out = None if expected_rows is None else np.empty((expected_rows, width), dtype, order=order)
+        for text, line_number in table.blocks():
+            rows = parse_block(table, text, line_number, dtype, delimiter, names, integer_columns)
+            if not rows.shape[0]:
+                continue
+            if out is None:
+                parts.append(rows)
+            elif filled + rows.shape[0] > expected_rows:
+                raise InputError(table.path, f"more rows than the {expected_rows} {expected_from}",
+                                 "rows", f">{expected_rows}")
+            else:
+                out[filled:filled + rows.shape[0]] = rows
+            filled += rows.shape[0]
+    if out is None:
+        out = np.empty((filled, width), dtype, order=order)
+        start = 0
+        while parts:  # pop as we copy so the blocks are freed one by one
+            block = parts.pop(0)
+            out[start:start + block.shape[0]] = block
+            start += block.shape[0]
+    elif filled != expected_rows:
+        raise InputError(table.path, f"has {filled} rows but {expected_rows} {expected_from}", "rows", filled)
+    return out
