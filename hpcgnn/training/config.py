@@ -72,11 +72,7 @@ def build_parser():
     p.add_argument("--progress-ms", type=float, default=-1,
                    help="milliseconds between the polls that serve other ranks' reads while this rank computes "
                         "(0: none; default: 0.5 when the job spans several nodes, else none)")
-    p.add_argument("--eval-every", type=eval_period, default=AUTO, metavar="N|auto",
-                   help="epochs between evaluations (0: only after the last epoch); 'auto' evaluates after the "
-                        "first epoch, then as often as keeps evaluation under a quarter of the run time "
-                        "(hpcgnn.training.schedule); the last epoch is always evaluated")
-    p.add_argument("--eval-batch-size", type=int, default=10_000, help="nodes per batch of full-graph inference")
+    add_evaluation_arguments(p)
     p.add_argument("--checkpoint-dir", help="where checkpoints go (one after the last epoch; see --checkpoint-every)")
     p.add_argument("--checkpoint-every", type=int, default=0,
                    help="epochs between checkpoints (0: only after the last epoch)")
@@ -91,6 +87,21 @@ def build_parser():
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_watchdog_argument(p)
     return p
+
+
+def add_evaluation_arguments(parser):
+    """Local. When a run evaluates, and how it selects its model and stops early."""
+    parser.add_argument("--eval-every", type=eval_period, default=AUTO, metavar="N|auto",
+                        help="epochs between evaluations (0: only after the last epoch); 'auto' evaluates after the "
+                             "first epoch, then as often as keeps evaluation under a quarter of the run time "
+                             "(hpcgnn.training.schedule); the last epoch is always evaluated")
+    parser.add_argument("--eval-batch-size", type=int, default=10_000, help="nodes per batch of full-graph inference")
+    parser.add_argument("--select", choices=("metric", "loss"), default="metric",
+                        help="model selection: the epoch of the best validation value of --metric, or of the "
+                             "lowest validation loss; its test figures are the run's selected_test_* "
+                             "(hpcgnn.training.early_stop)")
+    parser.add_argument("--early-stop", type=int, default=0, metavar="PATIENCE",
+                        help="end training once the --select value has not improved for this many epochs (0: never)")
 
 
 def add_watchdog_argument(parser):
@@ -121,6 +132,8 @@ def parse_args(argv=None):
         raise InputError(None, f"needs one fanout per layer ({args.layers} layers)", "--fanouts", args.fanouts)
     if args.embed_dim < 0:
         raise InputError(None, "must be 0 (none) or positive", "--embed-dim", args.embed_dim)
+    if args.early_stop < 0:
+        raise InputError(None, "must be 0 (never) or a number of epochs", "--early-stop", args.early_stop)
     for flag in ("hidden", "batch_size", "epochs", "eval_batch_size"):
         if getattr(args, flag) <= 0:
             raise InputError(None, "must be positive", "--" + flag.replace("_", "-"), getattr(args, flag))

@@ -18,8 +18,10 @@ from hpcgnn.runtime.collectives import allreduce_
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.watchdog import Watchdog, beat, waiting_in
 from hpcgnn.training.checkpoint import resume_session, save_session
+from hpcgnn.training.early_stop import EarlyStopping, selected, selection_key
 from hpcgnn.training.inference import input_rows, layerwise_inference, model_inputs, split_accuracy
 from hpcgnn.training.lock import checkpoint_lock
+from hpcgnn.training.metrics import metric_key
 from hpcgnn.training.plots import plot_history
 from hpcgnn.training.reporting import Reporter, epoch_record, final_record, header_record, progress
 from hpcgnn.training.schedule import EvalSchedule
@@ -145,20 +147,28 @@ def _train(args, comm):
                    else f"nothing to resume in {args.checkpoint_dir}: starting at epoch 1")
     watchdog = Watchdog(comm, args.watchdog_s, "hpcgnn train")
     schedule = EvalSchedule(args.eval_every, args.epochs, first_epoch)
+    select = selection_key(args.select, metric_key(session.config["metric"]))
+    stopper = EarlyStopping(select, args.early_stop, history)
 
     for epoch in range(first_epoch, args.epochs):
+        if stopper.stopped:
+            break
         record = train_epoch(session, epoch, show_progress=comm.rank == 0 and not args.no_progress)
         if schedule.due(epoch):
             record.update(evaluate(session, args.eval_batch_size))
             schedule.measured(comm, epoch, record["epoch_time_s"], record["eval_time_s"])
         history.append(record)
         report.epoch(record)
-        if args.checkpoint_dir and every(args.checkpoint_every, epoch, args.epochs):
+        stop = stopper.update(record)  # the same reduced values on every rank: the same decision
+        if args.checkpoint_dir and (every(args.checkpoint_every, epoch, args.epochs) or stop):
             save_session(session, args.checkpoint_dir, epoch + 1, history)
+        if stop:
+            report.say(stopper.reason())
 
     watchdog.close()
-    report.final(final_record(comm, history, args.epochs, run_time_s=time.perf_counter() - started,
-                              metric=session.config["metric"]))
+    final = final_record(comm, history, args.epochs, run_time_s=time.perf_counter() - started,
+                         metric=session.config["metric"])
+    report.final(dict(final, **selected(history, select), stopped_early=stopper.stopped))
     if args.plot and comm.rank == 0:
         plot_history(history, args.plot)
     session.close()

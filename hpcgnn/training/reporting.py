@@ -86,6 +86,10 @@ FINAL_FIELDS = {
     "cache_hit_rate": "median over epochs of cache_hit_rate (runs across machines)",
     "cache_saved_MB": "median over epochs of cache_saved_MB (runs across machines)",
     "peak_rss_MiB": "peak resident memory of every rank, MiB",
+    "selected_by": "the record key model selection uses (--select): val_<metric> or val_loss",
+    "selected_epoch": "epoch of the best selected_by value: the selected model",
+    "selected_{split}_{metric}": "that epoch's values; selected_test_* are the run's headline figures",
+    "stopped_early": "true when --early-stop ended training before --epochs",
 }
 #: the --metric keys an epoch's console line shows, when evaluated
 METRIC_LINE_KEYS = tuple(f"{split}_{key}" for key in EXTRA_KEYS for split in ("val", "test"))
@@ -272,7 +276,13 @@ RUN_KEYS = ("epoch_time_s", "eval_time_s", "run_time_s", "efficiency", "load_bal
 def final_line(final) -> str:
     """Local. The console line of the final record: its metrics, then training time per epoch,
     time per evaluation (and how many ran), the run's wall time and the parallel efficiency."""
-    metrics = " ".join(f"{k} {v:.4f}" for k, v in final.items() if isinstance(v, float) and k not in RUN_KEYS)
+    lead = ""
+    if final.get("selected_epoch") is not None:  # the selected model's figures come first
+        tests = " ".join(f"{k[len('selected_'):]} {v:.4f}" for k, v in final.items()
+                         if k.startswith("selected_test_") and isinstance(v, float))
+        lead = f"selected epoch {final['selected_epoch']} (best {final['selected_by']}): {tests} | "
+    metrics = lead + " ".join(f"{k} {v:.4f}" for k, v in final.items()
+                              if isinstance(v, float) and k not in RUN_KEYS and not k.startswith("selected_"))
     run = []
     if final.get("epoch_time_s") is not None:
         run.append(f"training {final['epoch_time_s']:.2f}s/epoch")
