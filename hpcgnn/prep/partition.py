@@ -34,17 +34,42 @@ def build_csc(graph: Graph):
     return _csr.coo_to_csr(graph.dst, graph.src, graph.num_nodes)
 
 
-def balance_weights(graph: Graph, indptr):
-    """Local. METIS vertex weights: one column each for nodes, in-degree and every split mask.
+#: what ``--balance`` may name: node count, in-degree (the edges a part stores and samples
+#: from) and the members of each split (each rank's share of training, validation, test nodes)
+BALANCE_CHOICES = ("nodes", "in_degree", "train", "val", "test")
+DEFAULT_BALANCE = BALANCE_CHOICES
+
+
+def parse_balance(text, where=None) -> tuple:
+    """Local. ``--balance nodes,in_degree,train`` as a tuple of :data:`BALANCE_CHOICES`."""
+    names = tuple(name.strip() for name in str(text).split(",") if name.strip())
+    unknown = [name for name in names if name not in BALANCE_CHOICES]
+    if unknown or not names:
+        raise InputError(where, f"choose one or more of {','.join(BALANCE_CHOICES)}", "--balance", text)
+    return tuple(dict.fromkeys(names))
+
+
+def balance_weights(graph: Graph, indptr, balance=DEFAULT_BALANCE):
+    """Local. METIS vertex weights: one column per balanced quantity of ``balance`` (a split's
+    column only when its mask selects some node).
 
     Returns ``(weights [N, ncon] int64, names)``.
     """
-    columns = [np.ones(graph.num_nodes, dtype=np.int64), np.diff(indptr)]
-    names = ["nodes", "in_degree"]
-    for mask in MASKS:
-        if mask in graph.ndata and graph.ndata[mask].any():
-            columns.append(graph.ndata[mask].astype(np.int64))
-            names.append(mask)
+    columns, names = [], []
+    for name in balance:
+        if name == "nodes":
+            column = np.ones(graph.num_nodes, dtype=np.int64)
+        elif name == "in_degree":
+            column = np.diff(indptr)
+        else:
+            mask = graph.ndata.get(f"{name}_mask")
+            if mask is None or not mask.any():
+                continue
+            column = mask.astype(np.int64)
+        columns.append(column)
+        names.append(name if name in ("nodes", "in_degree") else f"{name}_mask")
+    if not columns:  # only absent splits were named: balance node counts
+        return np.ones((graph.num_nodes, 1), dtype=np.int64), ["nodes"]
     return np.stack(columns, axis=1), names
 
 
@@ -52,12 +77,13 @@ DEFAULT_KEEP_DEGREE = 16
 
 
 def assign_parts(graph: Graph, csc, num_parts: int, method: str = "metis", seed: int = 0,
-                 keep_degree: float = DEFAULT_KEEP_DEGREE):
+                 keep_degree: float = DEFAULT_KEEP_DEGREE, balance=DEFAULT_BALANCE):
     """Local. The part of every node, and a description of how it was chosen.
 
     ``metis`` minimises the edge cut of the undirected graph under balance constraints on
-    node count, in-degree and train/val/test membership; ``random`` deals nodes out in
-    equal shares from a seeded permutation (the baseline).
+    the quantities named by ``balance`` (default: node count, in-degree and train/val/test
+    membership); ``random`` deals nodes out in equal shares from a seeded permutation (the
+    baseline).
 
     Before METIS, edges between two nodes of degree above ``keep_degree`` are thinned
     (``_csr.sparsify_symmetric``; 0 disables it). On power-law graphs this hands METIS a
@@ -73,7 +99,7 @@ def assign_parts(graph: Graph, csc, num_parts: int, method: str = "metis", seed:
         parts[order] = np.arange(graph.num_nodes) * num_parts // graph.num_nodes
         return parts, info
     indptr, indices, _ = csc
-    weights, names = balance_weights(graph, indptr)
+    weights, names = balance_weights(graph, indptr, balance)
     if graph.symmetric:  # the in-edge CSC already is the undirected adjacency
         xadj, adjncy = _csr.drop_diagonal(indptr, indices)
     else:
@@ -180,7 +206,8 @@ def _write_part(directory, arrays, part_id, num_parts, node_starts, edge_start, 
 
 def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis", seed=0,
                     comm=None, source=None, release_input=False,
-                    keep_degree=DEFAULT_KEEP_DEGREE, checksums=True, log=silent) -> dict | None:
+                    keep_degree=DEFAULT_KEEP_DEGREE, checksums=True, log=silent,
+                    balance=DEFAULT_BALANCE) -> dict | None:
     """Collective over comm. Partition ``graph`` and write the dataset to ``out_dir``.
 
     Parameters
@@ -202,6 +229,9 @@ def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis"
         Drop ``graph.src``/``graph.dst`` once the CSC is built, to lower peak memory.
     keep_degree : float
         Hub-edge thinning threshold before METIS (see :func:`assign_parts`); 0 disables it.
+    balance : tuple of str
+        What METIS keeps balanced across parts (:data:`BALANCE_CHOICES`; recorded in
+        meta.json as ``partitioner.constraints``).
     checksums : bool
         Per-chunk fletcher32 checksums on every dataset (default); False writes the contiguous
         layout of datasets made before checksums (``bench/checksum.py`` compares the two).
@@ -224,7 +254,7 @@ def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis"
         log(f"in-edge CSC: {graph.num_nodes:,} nodes, {csc[1].shape[0]:,} edges")
         if release_input:
             graph.src = graph.dst = np.empty(0, dtype=np.int64)
-        parts, info = assign_parts(graph, csc, num_parts, method, seed, keep_degree)
+        parts, info = assign_parts(graph, csc, num_parts, method, seed, keep_degree, balance)
         log(f"{method} assignment: {num_parts} parts" + (
             f", METIS given {info['metis_edges']:,} of {info['undirected_edges']:,} undirected edges"
             if "metis_edges" in info else ""))
@@ -334,7 +364,11 @@ def build_parser():
     parser.add_argument("--parts", "-p", type=int, required=True, help="number of parts (= ranks of training)")
     parser.add_argument("--out", "-o", required=True, help="output directory")
     parser.add_argument("--method", choices=METHODS, default="metis",
-                        help="metis: min edge cut, balanced in nodes/in-degree/splits; random: baseline")
+                        help="metis: min edge cut under the --balance constraints; random: baseline")
+    parser.add_argument("--balance", type=parse_balance, default=DEFAULT_BALANCE, metavar="LIST",
+                        help=f"what METIS keeps within 3%% across parts, any of {','.join(BALANCE_CHOICES)} "
+                             "(fewer constraints cut fewer edges; in_degree evens the edges each rank "
+                             "samples from: see the README's Partitioning section) (default: all)")
     parser.add_argument("--seed", type=int, default=0, help="seed of METIS or of the random method")
     parser.add_argument("--keep-degree", type=float, default=DEFAULT_KEEP_DEGREE,
                         help="before METIS, thin edges between nodes both of degree above this "
@@ -378,7 +412,8 @@ def main(argv=None):
         if args.parts > graph.num_nodes:
             raise InputError(args.input, f"more parts than nodes ({graph.num_nodes})", "--parts", args.parts)
     meta = partition_graph(graph, out_dir, args.parts, args.method, args.seed, comm=comm,
-                           source=source, release_input=True, keep_degree=args.keep_degree, log=log)
+                           source=source, release_input=True, keep_degree=args.keep_degree, log=log,
+                           balance=args.balance)
     if rank == 0:
         p = meta["partitioner"]
         print(f"wrote {out_dir}: {meta['num_parts']} parts, {meta['num_nodes']:,} nodes, "
