@@ -54,8 +54,7 @@ def build_parser():
                    help="normalisation after each hidden layer")
     p.add_argument("--batch-size", type=int, default=1000, help="seeds per rank per step")
     p.add_argument("--epochs", type=int, default=10, help="passes over the training nodes")
-    p.add_argument("--lr", type=float, default=0.003, help="Adam learning rate")
-    p.add_argument("--weight-decay", type=float, default=0.0, help="Adam L2 penalty")
+    add_optimizer_arguments(p)
     p.add_argument("--seed", type=int, default=0, help="seed of the parameters, batches and dropout")
     p.add_argument("--metric", choices=METRICS, default=None,
                    help="reported per split beside accuracy and loss, and used for model selection; default by "
@@ -87,6 +86,16 @@ def build_parser():
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_watchdog_argument(p)
     return p
+
+
+def add_optimizer_arguments(parser):
+    """Local. The optimizer's flags: learning rate, weight decay, gradient accumulation."""
+    parser.add_argument("--lr", type=float, default=0.003, help="Adam learning rate")
+    parser.add_argument("--weight-decay", type=float, default=0.0, help="Adam L2 penalty")
+    parser.add_argument("--accumulate", type=int, default=1, metavar="K",
+                        help="micro-batches per optimizer step: gradients of K batches of --batch-size seeds "
+                             "are averaged, then reduced over the ranks once (a batch of K x --batch-size seeds "
+                             "per rank in the memory of one)")
 
 
 def add_evaluation_arguments(parser):
@@ -132,6 +141,8 @@ def parse_args(argv=None):
         raise InputError(None, f"needs one fanout per layer ({args.layers} layers)", "--fanouts", args.fanouts)
     if args.embed_dim < 0:
         raise InputError(None, "must be 0 (none) or positive", "--embed-dim", args.embed_dim)
+    if args.accumulate < 1:
+        raise InputError(None, "must be at least 1", "--accumulate", args.accumulate)
     if args.early_stop < 0:
         raise InputError(None, "must be 0 (never) or a number of epochs", "--early-stop", args.early_stop)
     for flag in ("hidden", "batch_size", "epochs", "eval_batch_size"):

@@ -38,15 +38,25 @@ class StepResult(NamedTuple):
     allreduce_s: float
 
 
-def train_step(session: Session, batch) -> StepResult:
-    """Collective over session.comm. Forward, backward, gradient Allreduce (mean) and optimizer steps."""
+def train_step(session: Session, batch, scale=1.0, first=True, last=True) -> StepResult:
+    """Collective over session.comm (when ``last``). Forward, backward, gradient Allreduce (mean)
+    and optimizer steps.
+
+    With gradient accumulation (``--accumulate K``) a call is one micro-batch of a group: the
+    group's first zeroes the gradients, each scales its loss by ``scale`` (one over the group's
+    size, so the group's gradient is the mean over its micro-batches, as one batch of all their
+    seeds), and only the last reduces the gradients over the ranks and steps the optimizers.
+    """
     t0 = time.perf_counter()
-    session.grads.zero()
+    if first:
+        session.grads.zero()
     x = model_inputs(batch.feat, session.embedding, batch.input_gids)
     logits = session.model(batch.blocks, x, batch.input_degree)
     loss, correct, seen = session.loss(logits, batch.label)
-    loss.backward()
+    (loss * scale if scale != 1.0 else loss).backward()
     t1 = time.perf_counter()
+    if not last:
+        return StepResult(float(loss.detach()) * seen, correct, seen, t1 - t0, 0.0)
     waiting_in("the gradient Allreduce")
     allreduce_(session.grads.buffer.numpy(), session.comm, average=True)
     t2 = time.perf_counter()
@@ -56,6 +66,15 @@ def train_step(session: Session, batch) -> StepResult:
     return StepResult(float(loss.detach()) * seen, correct, seen, (t1 - t0) + (time.perf_counter() - t2), t2 - t1)
 
 
+def micro_batch_role(i, num_batches, accumulate) -> tuple[float, bool, bool]:
+    """Local. ``(loss scale, first, last)`` of batch ``i`` of ``num_batches`` in groups of
+    ``accumulate``; the last group may be shorter. Every rank has the same batch count, so
+    every rank reduces and steps at the same batches."""
+    start = i - i % accumulate
+    size = min(accumulate, num_batches - start)
+    return 1.0 / size, i == start, i == start + size - 1
+
+
 def train_epoch(session: Session, epoch, show_progress=False) -> dict:
     """Collective over session.comm. One pass over the loader; the epoch's record
     (loss, training accuracy, epoch time, seconds per phase)."""
@@ -63,10 +82,11 @@ def train_epoch(session: Session, epoch, show_progress=False) -> dict:
     totals = np.zeros(3)
     compute_s = allreduce_s = 0.0
     t_epoch = time.perf_counter()
+    accumulate = session.config.get("accumulate", 1)
     beat(f"epoch {epoch + 1} step 1 (loading the batch)")
     for i, batch in enumerate(progress(session.loader, len(session.loader), epoch, show_progress)):
         beat(f"epoch {epoch + 1} step {i + 1}")
-        step = train_step(session, batch)
+        step = train_step(session, batch, *micro_batch_role(i, len(session.loader), accumulate))
         if not math.isfinite(step.loss_sum):
             raise InputError(None, f"training loss is {step.loss_sum / max(step.seen, 1)} at epoch {epoch + 1} "
                              f"step {i + 1} on rank {session.comm.rank}: diverged (lower --lr) or non-finite "
