@@ -62,8 +62,10 @@ def _launched_world():
     reach ``MPI_Init`` too, failing the same way or going on to their own work."""
     world = _world()
     if world is None and _collective_entry:
-        sizes = [os.environ.get(k, "") for k in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")]
-        if any(s.isdigit() and int(s) > 1 for s in sizes):
+        from hpcgnn.runtime.launch import launcher_tasks  # deferred: the MPI path only
+
+        launched = launcher_tasks()
+        if launched is not None and launched[1] > 1:
             from hpcgnn.runtime.comm import world as init_world  # deferred: MPI only when launched
 
             world = init_world()

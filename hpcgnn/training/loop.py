@@ -24,7 +24,7 @@ from hpcgnn.training.lock import checkpoint_lock
 from hpcgnn.training.metrics import metric_key
 from hpcgnn.training.plots import plot_history
 from hpcgnn.training.reporting import Reporter, epoch_record, final_record, header_record, progress
-from hpcgnn.training.schedule import EvalSchedule
+from hpcgnn.training.schedule import EvalSchedule, every
 from hpcgnn.training.session import Session, open_session
 
 
@@ -130,11 +130,6 @@ def evaluate(session: Session, batch_size) -> dict:
                                  inputs=input_rows(session.graph, session.embedding))
     return dict(split_accuracy(logits, session.graph, metric=session.config["metric"]),
                 eval_time_s=time.perf_counter() - t0)
-
-
-def every(period, epoch, last) -> bool:
-    """Local. True after ``epoch`` (0-based) when ``period`` divides it, and always after the last."""
-    return bool(period) and (epoch + 1) % period == 0 or epoch + 1 == last
 
 
 def run(args, comm):

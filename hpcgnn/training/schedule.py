@@ -45,11 +45,9 @@ class EvalSchedule:
 
     def due(self, epoch) -> bool:
         """Local. Whether to evaluate after ``epoch`` (0-based)."""
-        if epoch + 1 == self.epochs:
-            return True
         if self.every == AUTO:
-            return epoch >= self.next_epoch
-        return bool(self.every) and (epoch + 1) % self.every == 0
+            return epoch >= self.next_epoch or epoch + 1 == self.epochs
+        return every(self.every, epoch, self.epochs)
 
     def measured(self, comm, epoch, epoch_time_s, eval_time_s) -> None:
         """Collective over comm. Record an evaluation after ``epoch`` and, for ``auto``, pick the next.
@@ -66,6 +64,11 @@ class EvalSchedule:
         """Local. Epochs between evaluations that keep them under :data:`EVAL_SHARE` of the run."""
         ratio = float(np.median(self.ratios)) if self.ratios else 0.0
         return max(1, math.ceil(ratio * (1 - EVAL_SHARE) / EVAL_SHARE - 1e-9))
+
+
+def every(period, epoch, last) -> bool:
+    """Local. True after ``epoch`` (0-based) when ``period`` divides it, and always after the last."""
+    return bool(period) and (epoch + 1) % period == 0 or epoch + 1 == last
 
 
 def eval_period(text):
