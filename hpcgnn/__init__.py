@@ -18,6 +18,7 @@ _EXPORTS = {
     "DistEmbedding": "hpcgnn.store.embedding",
     "DistGraph": "hpcgnn.graph.dist_graph",
     "DistTensor": "hpcgnn.store.dist_tensor",
+    "EdgeDataLoader": "hpcgnn.loading.edge_loader",
     "Graph": "hpcgnn.prep.graph",
     "InputError": "hpcgnn.runtime.errors",
     "MiniBatch": "hpcgnn.sampling.block",
@@ -26,6 +27,7 @@ _EXPORTS = {
     "PartitionBook": "hpcgnn.store.partition_book",
     "SparseAdagrad": "hpcgnn.store.sparse_optim",
     "SparseAdam": "hpcgnn.store.sparse_optim",
+    "edge_split": "hpcgnn.graph.split",
     "node_split": "hpcgnn.graph.split",
 }
 

@@ -1,5 +1,8 @@
-"""Which rank trains on which nodes: ``node_split`` (room for ``edge_split`` beside it)."""
+"""Which rank trains on which seeds: ``node_split`` (nodes) and ``edge_split`` (edges, for link
+prediction). Both keep a rank's own seeds first and even the counts out over the ranks."""
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,12 +38,20 @@ def node_split(mask, graph: DistGraph, comm=None, seed=0) -> np.ndarray:
     """
     comm = comm if comm is not None else graph.comm
     mine = graph.local_nodes[0] + np.flatnonzero(_local_mask(mask, graph))
+    return np.sort(even_out(mine, comm, seed, "node_split"))
+
+
+def even_out(mine, comm, seed, purpose) -> np.ndarray:
+    """Collective over comm. Rows of ``mine`` (this rank's own seeds, one per row) redistributed so
+    every rank holds the same count (differing by at most one): ranks with more than their share
+    keep a seeded random subset and hand the rest to the ranks short of it, in rank order."""
     counts = allgather_int(mine.shape[0], comm)
     total, size = int(counts.sum()), comm.size
     targets = total // size + (np.arange(size) < total % size)
-    rng = generator(seed, "node_split", comm.rank)
-    keep = np.sort(rng.permutation(mine)[: min(mine.shape[0], int(targets[comm.rank]))])
-    give = np.setdiff1d(mine, keep, assume_unique=True)
+    rng = generator(seed, purpose, comm.rank)
+    order = rng.permutation(mine.shape[0])
+    keep_rows = np.sort(order[: min(mine.shape[0], int(targets[comm.rank]))])
+    give_rows = np.setdiff1d(np.arange(mine.shape[0]), keep_rows, assume_unique=True)
     # the surplus of all ranks, laid end to end in rank order, fills the deficits in rank order
     give_at = np.concatenate([[0], np.cumsum(np.maximum(counts - targets, 0))])
     take_at = np.concatenate([[0], np.cumsum(np.maximum(targets - counts, 0))])
@@ -48,8 +59,55 @@ def node_split(mask, graph: DistGraph, comm=None, seed=0) -> np.ndarray:
                           - np.maximum(give_at[comm.rank], take_at[:-1]), 0, None)
     recv_counts = np.clip(np.minimum(take_at[comm.rank + 1], give_at[1:])
                           - np.maximum(take_at[comm.rank], give_at[:-1]), 0, None)
-    received = exchange(comm, give, send_counts, recv_counts)
-    return np.sort(np.concatenate([keep, received]))
+    received = exchange(comm, mine[give_rows], send_counts, recv_counts)
+    return np.concatenate([mine[keep_rows], received])
+
+
+class SeedEdges(NamedTuple):
+    """Local. A rank's training edges, sorted by global edge id: edge ``eids[i]`` runs
+    ``src[i] -> dst[i]`` (global node ids)."""
+
+    eids: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+
+    def lookup(self, eids) -> tuple[np.ndarray, np.ndarray]:
+        """Local. ``(src, dst)`` of some of these edges, by global edge id."""
+        rows = np.searchsorted(self.eids, eids)
+        return self.src[rows], self.dst[rows]
+
+
+def edge_split(graph: DistGraph, comm=None, seed=0, undirected=None) -> SeedEdges:
+    """Collective over comm. This rank's share of the training edges (link prediction).
+
+    The training edges are the message-passing graph's (held-out validation and test edges are
+    not in it: ``hpcgnn partition --edge-split``). Of an undirected dataset (both directions
+    stored) each edge is one training edge, its ``src < dst`` direction; self loops are never one.
+    Each rank first takes the edges it stores (the in-edges of its nodes: both endpoints'
+    first hop is then at hand), then the counts are evened out as :func:`node_split` does, so
+    every rank has the same number of training edges (differing by at most one).
+
+    Parameters
+    ----------
+    graph : DistGraph
+    comm : MPI communicator, optional
+        Default: the graph's.
+    seed : int
+    undirected : bool, optional
+        Default: what the dataset's edge sets say (``meta.json`` ``link.symmetric``), else False.
+    """
+    comm = comm if comm is not None else graph.comm
+    if undirected is None:
+        undirected = bool((getattr(graph, "link_meta", None) or {}).get("symmetric", False))
+    dst = graph.local_nodes[0] + np.repeat(np.arange(graph.indptr.shape[0] - 1, dtype=np.int64),
+                                           np.diff(graph.indptr))
+    src = graph.indices.astype(np.int64)
+    keep = src < dst if undirected else np.ones(src.shape[0], dtype=bool)
+    positions = np.flatnonzero(keep)
+    mine = np.stack([graph.local_edges[0] + positions, src[positions], dst[positions]], axis=1)
+    rows = even_out(mine, comm, seed, "edge_split")
+    rows = rows[np.argsort(rows[:, 0], kind="stable")]
+    return SeedEdges(rows[:, 0].copy(), rows[:, 1].copy(), rows[:, 2].copy())
 
 
 def _local_mask(mask, graph) -> np.ndarray:

@@ -85,6 +85,9 @@ class NodeDataLoader:
         stats.cache_saved_bytes += (self.fetch.cache_hits - hits) * self.fetch.row_bytes
         return batch
 
+    def close(self):
+        """Local. Nothing to free (the cache's rows are plain memory); for symmetry with the edge loader."""
+
     def __iter__(self):
         epoch = self.epoch
         self.epoch += 1

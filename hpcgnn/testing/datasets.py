@@ -51,3 +51,55 @@ def corrupt_bytes(part_file, dataset="feat", count=1000):
     with open(part_file, "r+b") as fh:
         fh.seek(offset)
         fh.write(np.full(nbytes // 4, np.nan, dtype=np.float32).tobytes())
+
+
+def link_graph(num_nodes=400, avg_degree=8, p_inside=0.9, feat_dim=8, seed=0, divisible_by=1):
+    """Local. An undirected clustered graph (planted communities: links are predictable) whose
+    training edges, once ``EDGE_SPLIT`` holds edges out, number a multiple of ``divisible_by``
+    (so every rank of a test gets the same count)."""
+    from hpcgnn.prep.transform import remove_self_loops, symmetrize  # deferred: only link tests need them
+
+    graph = clustered_graph(num_nodes=num_nodes, avg_degree=avg_degree // 2, p_inside=p_inside, feat_dim=feat_dim,
+                            seed=seed)
+    # features that carry the community, noisily (as a real graph's do): links are predictable
+    rng = np.random.default_rng(seed + 1)
+    community = np.eye(feat_dim, dtype=np.float32)[graph.ndata["label"] % feat_dim]
+    graph.ndata["feat"] = community + rng.standard_normal(community.shape).astype(np.float32)
+    graph = symmetrize(remove_self_loops(graph))
+    while True:
+        units = int((graph.src < graph.dst).sum())
+        if (units - sum(int(round(f * units)) for f in EDGE_SPLIT[1:])) % divisible_by == 0:
+            return graph
+        # drop one undirected edge (both directions) and count again
+        u, v = graph.src[graph.src < graph.dst][0], graph.dst[graph.src < graph.dst][0]
+        keep = ~(((graph.src == u) & (graph.dst == v)) | ((graph.src == v) & (graph.dst == u)))
+        graph = type(graph)(graph.num_nodes, graph.src[keep], graph.dst[keep], graph.ndata,
+                            {k: x[keep] for k, x in graph.edata.items()}, graph.name, graph.source, True)
+
+
+#: the edge split of the link-prediction test datasets: train, val, test fractions
+EDGE_SPLIT = (0.8, 0.1, 0.1)
+
+
+def make_link_dataset(comm, shared_tmp, parts, name="link", eval_negatives=20, contiguous=False, **graph_args):
+    """Collective over comm. Rank 0 holds edges out of :func:`link_graph` (:data:`EDGE_SPLIT`,
+    ``eval_negatives`` per evaluation edge) and partitions it into ``parts`` once; every rank
+    gets ``(path, graph)``. ``contiguous`` deals nodes out in input order (part p takes the p-th
+    block of ids) instead of METIS, so node and edge ids are the same for any part count."""
+    from hpcgnn.prep import partition  # deferred: the module under test patches it
+    from hpcgnn.prep.edge_split import hold_out_edges  # deferred: only link tests need it
+
+    graph = hold_out_edges(link_graph(**graph_args), EDGE_SPLIT, eval_negatives, seed=0)
+    path = os.path.join(shared_tmp, f"{name}{parts}")
+    if comm.rank == 0 and not os.path.exists(path):
+        method = "random" if contiguous else "metis"
+        original = partition.assign_parts
+        if contiguous:
+            partition.assign_parts = lambda g, csc, p, *a, **k: (np.arange(g.num_nodes) * p // g.num_nodes,
+                                                                 {"method": "contiguous"})
+        try:
+            partition.partition_graph(graph, path, parts, method)
+        finally:
+            partition.assign_parts = original
+    comm.barrier()
+    return path, graph

@@ -237,7 +237,8 @@ def resume_session(session, directory):
         return 0, []
     # the same file on every rank, so a refusal here is raised by every rank alike
     path = latest_checkpoint(directory)
-    state = load_checkpoint(path, config, shape_keys(config["model"]) + DATASET_KEYS + ("ranks",))
+    link_keys = ("task", "predictor") if config.get("task") == "link" else ()
+    state = load_checkpoint(path, config, shape_keys(config["model"]) + DATASET_KEYS + ("ranks",) + link_keys)
     try:
         session.model.load_state_dict(state["model"])
         session.optimizer.load_state_dict(state["optimizer"])

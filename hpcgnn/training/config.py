@@ -12,7 +12,7 @@ import tomllib
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.help_format import DefaultsHelpFormatter
 from hpcgnn.runtime.watchdog import DEFAULT_TIMEOUT_S
-from hpcgnn.training.metrics import CLASS_WEIGHTS, METRICS
+from hpcgnn.training.metrics import CLASS_WEIGHTS, LINK_METRICS, METRICS
 from hpcgnn.training.schedule import AUTO, eval_period
 
 
@@ -37,6 +37,9 @@ def build_parser():
                                 "one MPI rank per part: mpirun -np P python -m hpcgnn.train --data DIR ...")
     p.add_argument("--config", help="TOML or YAML file whose keys mirror these flags (flags win)")
     p.add_argument("--data", help="dataset directory written by 'hpcgnn partition' (required)")
+    p.add_argument("--task", choices=("node", "link"), default="node",
+                   help="node: classify nodes (label, masks); link: predict edges held out by "
+                        "'hpcgnn partition --edge-split' (see the link flags)")
     p.add_argument("--model", default="sage", help="a registered model (hpcgnn.nn.MODELS): sage, gcn, gat")
     p.add_argument("--aggregator", choices=("mean", "gcn"), default="mean", help="GraphSAGE aggregator")
     p.add_argument("--fanouts", default="10,25",
@@ -56,9 +59,10 @@ def build_parser():
     p.add_argument("--epochs", type=int, default=10, help="passes over the training nodes")
     add_optimizer_arguments(p)
     p.add_argument("--seed", type=int, default=0, help="seed of the parameters, batches and dropout")
-    p.add_argument("--metric", choices=METRICS, default=None,
+    p.add_argument("--metric", choices=METRICS + LINK_METRICS, default=None,
                    help="reported per split beside accuracy and loss, and used for model selection; default by "
-                        "task: acc (multi-class), roc-auc (binary: 2 classes), f1-micro (multi-label [N, C] labels)")
+                        "task: acc (multi-class), roc-auc (binary: 2 classes), f1-micro (multi-label [N, C] labels), "
+                        "auc (link; every link metric is reported)")
     p.add_argument("--class-weight", choices=CLASS_WEIGHTS, default="none",
                    help="weights of the training loss: balanced = inverse frequency of the training labels "
                         "(multi-label: each label's positives weigh negatives/positives)")
@@ -71,6 +75,7 @@ def build_parser():
     p.add_argument("--progress-ms", type=float, default=-1,
                    help="milliseconds between the polls that serve other ranks' reads while this rank computes "
                         "(0: none; default: 0.5 when the job spans several nodes, else none)")
+    add_link_arguments(p)
     add_evaluation_arguments(p)
     p.add_argument("--checkpoint-dir", help="where checkpoints go (one after the last epoch; see --checkpoint-every)")
     p.add_argument("--checkpoint-every", type=int, default=0,
@@ -86,6 +91,56 @@ def build_parser():
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_watchdog_argument(p)
     return p
+
+
+#: flags of --task link only, with their defaults: set with --task node they are an error
+LINK_DEFAULTS = {"predictor": "dot", "negative_sampler": "corrupt", "negatives": 1, "link_loss": "bce",
+                 "margin": 1.0, "exclude": "self"}
+
+
+def add_link_arguments(parser):
+    """Local. The flags of ``--task link``: predictor, negatives, loss."""
+    group = parser.add_argument_group("link prediction (--task link)")
+    group.add_argument("--predictor", choices=("dot", "mlp"), default=LINK_DEFAULTS["predictor"],
+                       help="edge score from the two endpoints' embeddings: dot product, or an MLP on their "
+                            "element-wise product")
+    group.add_argument("--negative-sampler", choices=("corrupt", "uniform", "degree", "in-batch"),
+                       default=LINK_DEFAULTS["negative_sampler"],
+                       help="negatives per positive (u, v): corrupt = (u, uniform node); uniform = random node "
+                            "pairs; degree = (u, node drawn by in-degree^0.75); in-batch = (u, destination of "
+                            "another positive of the batch)")
+    group.add_argument("--negatives", type=int, default=LINK_DEFAULTS["negatives"], metavar="K",
+                       help="negative pairs per positive edge in training")
+    group.add_argument("--link-loss", choices=("bce", "margin"), default=LINK_DEFAULTS["link_loss"],
+                       help="bce: binary cross-entropy on logits; margin: relu(margin - pos + neg) per "
+                            "(positive, negative)")
+    group.add_argument("--margin", type=float, default=LINK_DEFAULTS["margin"], help="of --link-loss margin")
+    group.add_argument("--exclude", choices=("self", "none"), default=LINK_DEFAULTS["exclude"],
+                       help="self: hide each batch's positive edges and their reverses from its neighbourhoods "
+                            "(the model cannot read the answer); none: keep them (DGL's exclude=None; it leaks the "
+                            "answer, for measurements and for tests that compare rank counts)")
+
+
+def check_task_flags(args):
+    """Local. Refuse flags that do not apply to the run's ``--task`` (never silently ignored)."""
+    if args.task == "node":
+        for dest, default in LINK_DEFAULTS.items():
+            if getattr(args, dest) != default:
+                raise InputError(None, "applies to --task link only", "--" + dest.replace("_", "-"),
+                                 getattr(args, dest))
+        if args.metric in LINK_METRICS:
+            raise InputError(None, "is a link metric: use it with --task link", "--metric", args.metric)
+        return
+    if args.class_weight != "none":
+        raise InputError(None, "applies to --task node only", "--class-weight", args.class_weight)
+    if args.cache_mb:
+        raise InputError(None, "applies to --task node only (the cache is chosen by sampling node batches)",
+                         "--cache-mb", args.cache_mb)
+    if args.metric is not None and args.metric not in LINK_METRICS:
+        raise InputError(None, f"is a node metric: --task link reports {', '.join(LINK_METRICS)}", "--metric",
+                         args.metric)
+    if args.negatives < 1:
+        raise InputError(None, "must be at least 1", "--negatives", args.negatives)
 
 
 def add_optimizer_arguments(parser):
@@ -145,6 +200,7 @@ def parse_args(argv=None):
         raise InputError(None, "must be at least 1", "--accumulate", args.accumulate)
     if args.early_stop < 0:
         raise InputError(None, "must be 0 (never) or a number of epochs", "--early-stop", args.early_stop)
+    check_task_flags(args)
     for flag in ("hidden", "batch_size", "epochs", "eval_batch_size"):
         if getattr(args, flag) <= 0:
             raise InputError(None, "must be positive", "--" + flag.replace("_", "-"), getattr(args, flag))
@@ -222,8 +278,9 @@ def build_evaluate_parser():
     p.add_argument("--data", required=True, help="partitioned dataset directory")
     p.add_argument("--checkpoint", required=True, help="checkpoint file written by hpcgnn train")
     p.add_argument("--batch-size", type=int, default=10_000, help="nodes per inference batch")
-    p.add_argument("--metric", choices=METRICS, default=None,
-                   help="reported per split beside accuracy and loss; default: the checkpoint's")
+    p.add_argument("--metric", choices=METRICS + LINK_METRICS, default=None,
+                   help="reported per split beside accuracy and loss (node checkpoints; a link checkpoint reports "
+                        "every link metric); default: the checkpoint's")
     p.add_argument("--save-embeddings", metavar="DIR",
                    help="write each rank's nodes to DIR/embeddings-RANK.h5: orig_id (the input file's id), "
                         "gid and embedding (the output of --embedding-layer); format in hpcgnn.training.outputs")

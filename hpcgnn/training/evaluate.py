@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import torch
 
 from hpcgnn.graph import DistGraph
 from hpcgnn.nn import build_model
+from hpcgnn.nn.link import build_link_model
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.stages import StageLog
 from hpcgnn.store import DistEmbedding
@@ -20,6 +22,8 @@ from hpcgnn.training.checkpoint import (
     load_checkpoint,
 )
 from hpcgnn.training.inference import input_rows, layerwise_inference, split_accuracy
+from hpcgnn.training.link_task import TASK as LINK
+from hpcgnn.training.link_task import evaluate_links, link_dataset_sizes, require_edge_sets
 from hpcgnn.training.metrics import choose_metric, task_of
 from hpcgnn.training.outputs import InferenceOutputs
 from hpcgnn.training.session import EMBEDDING_NAME, dataset_sizes
@@ -35,9 +39,26 @@ def model_from_checkpoint(state, graph) -> torch.nn.Module:
     in_dim = config.get("in_dim")
     if in_dim is None:
         in_dim = (graph.ndata["feat"].shape[1] if "feat" in graph.ndata else 0) + config.get("embed_dim", 0)
-    model = build_model(config, in_dim, config["num_classes"])
+    if config.get("task") == LINK:
+        model = build_link_model(config, in_dim)
+    else:
+        model = build_model(config, in_dim, config["num_classes"])
     model.load_state_dict(state["model"])
     return model
+
+
+def link_checkpoint_metrics(model, graph, batch_size, inputs, outputs):
+    """Collective over graph.comm. A link model's metrics on the validation and test edges, and this
+    rank's rows of its last layer (the node embeddings) when ``outputs`` saves them."""
+    last = {}
+
+    def on_layer(i, rows):
+        outputs.on_layer(i, rows)
+        if outputs.directory and i == len(model.layers) - 1:
+            last["rows"] = rows.copy()
+
+    metrics = evaluate_links(model, graph, batch_size, inputs=inputs, on_layer=on_layer)
+    return metrics, last.get("rows")
 
 
 def evaluate_checkpoint(args, comm) -> dict:
@@ -54,9 +75,16 @@ def evaluate_checkpoint(args, comm) -> dict:
     log = StageLog("evaluate", enabled=comm.rank == 0)  # a line per stage: large graphs take minutes
     graph = DistGraph(args.data, comm)
     log(f"load {args.data}: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, {comm.size} ranks")
-    if "label" not in graph.ndata:
+    saved = dict(state["config"])
+    link = saved.get("task") == LINK
+    if link:
+        require_edge_sets(graph, args.data)
+        if args.save_predictions:
+            raise InputError(None, "applies to node classification checkpoints (this one predicts links)",
+                             "--save-predictions", True)
+    elif "label" not in graph.ndata:
         raise InputError(os.path.join(args.data, "meta.json"), "dataset lacks a node field", "node_fields", "label")
-    sizes, saved = dataset_sizes(graph, comm), dict(state["config"])
+    sizes = link_dataset_sizes(graph) if link else dataset_sizes(graph, comm)
     saved.setdefault("task", task_of((0,), saved.get("num_classes")))  # older checkpoints: single-label only
     check_fits(path, saved, sizes, DATASET_KEYS + ("task",))
     metric = choose_metric(args.metric or saved.get("metric"), sizes["task"], os.path.join(args.data, "meta.json"))
@@ -72,11 +100,14 @@ def evaluate_checkpoint(args, comm) -> dict:
         embedding.load(embedding_shard_path(directory, state["epoch"], comm.rank) + ".emb.npz")
     outputs = InferenceOutputs(args.save_embeddings, args.embedding_layer, args.save_predictions,
                                len(model.layers), sizes["task"], log)
-    logits = layerwise_inference(model, graph, args.batch_size, inputs=input_rows(graph, embedding),
-                                 on_layer=outputs.on_layer)
-    accuracy = split_accuracy(logits, graph, metric=metric)
+    if link:
+        accuracy, logits = link_checkpoint_metrics(model, graph, args.batch_size, input_rows(graph, embedding), outputs)
+    else:
+        logits = layerwise_inference(model, graph, args.batch_size, inputs=input_rows(graph, embedding),
+                                     on_layer=outputs.on_layer)
+        accuracy = split_accuracy(logits, graph, metric=metric)
     log("metrics of every split")
-    if outputs.save(graph, logits.numpy()):
+    if outputs.save(graph, np.asarray(logits)):
         log(f"save embeddings to {args.save_embeddings}")
     if embedding is not None:
         embedding.close()

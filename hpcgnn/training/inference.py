@@ -41,7 +41,7 @@ def input_rows(graph, embedding=None, feature="feat"):
 
 
 @torch.no_grad()
-def layerwise_inference(model, graph, batch_size=10_000, inputs=None, needs_degrees=None, on_layer=None):
+def layerwise_inference(model, graph, batch_size=10_000, inputs=None, needs_degrees=None, on_layer=None, keep=False):
     """Collective over graph.comm. Every owned node's output of ``model`` (full neighbourhoods).
 
     Parameters
@@ -60,11 +60,15 @@ def layerwise_inference(model, graph, batch_size=10_000, inputs=None, needs_degr
         ``on_layer(i, rows)`` once layer ``i`` (0-based) is done on every rank, with this rank's
         rows of its output (after the activation the next layer receives): a view, valid only
         during the call (copy what is kept). For progress lines and hidden representations.
+    keep : bool
+        Return the last layer's DistTensor itself (every rank's rows readable by global id, as
+        link prediction needs; the caller closes it) instead of a copy of this rank's rows.
 
     Returns
     -------
-    torch.Tensor
-        This rank's rows of the last layer, ``[num_local_nodes, out_dim]``.
+    torch.Tensor or DistTensor
+        This rank's rows of the last layer, ``[num_local_nodes, out_dim]`` (``keep``: the
+        DistTensor of all rows).
     """
     was_training = model.training
     model.eval()
@@ -91,9 +95,11 @@ def layerwise_inference(model, graph, batch_size=10_000, inputs=None, needs_degr
         if h is not None:
             h.close()
         h = out
+    model.train(was_training)
+    if keep:
+        return h
     logits = torch.from_numpy(h.local.copy())
     h.close()
-    model.train(was_training)
     return logits
 
 

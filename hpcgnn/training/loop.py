@@ -20,6 +20,7 @@ from hpcgnn.runtime.watchdog import Watchdog, beat, waiting_in
 from hpcgnn.training.checkpoint import resume_session, save_session
 from hpcgnn.training.early_stop import EarlyStopping, selected, selection_key
 from hpcgnn.training.inference import input_rows, layerwise_inference, model_inputs, split_accuracy
+from hpcgnn.training.link_task import evaluate_links
 from hpcgnn.training.lock import checkpoint_lock
 from hpcgnn.training.metrics import metric_key
 from hpcgnn.training.plots import plot_history
@@ -51,8 +52,8 @@ def train_step(session: Session, batch, scale=1.0, first=True, last=True) -> Ste
     if first:
         session.grads.zero()
     x = model_inputs(batch.feat, session.embedding, batch.input_gids)
-    logits = session.model(batch.blocks, x, batch.input_degree)
-    loss, correct, seen = session.loss(logits, batch.label)
+    out = session.model(batch.blocks, x, batch.input_degree)
+    loss, correct, seen = session.loss.batch(out, batch)
     (loss * scale if scale != 1.0 else loss).backward()
     t1 = time.perf_counter()
     if not last:
@@ -124,12 +125,30 @@ def average_buffers(model, comm):
 
 def evaluate(session: Session, batch_size) -> dict:
     """Collective over session.comm. Full-neighbourhood accuracy, loss and the run's metric on every
-    split, and its time."""
+    split (link prediction: every link metric on the validation and test edges), and its time."""
     t0 = time.perf_counter()
-    logits = layerwise_inference(session.model, session.graph, batch_size,
-                                 inputs=input_rows(session.graph, session.embedding))
+    inputs = input_rows(session.graph, session.embedding)
+    if session.link:
+        return dict(evaluate_links(session.model, session.graph, batch_size, inputs=inputs),
+                    eval_time_s=time.perf_counter() - t0)
+    logits = layerwise_inference(session.model, session.graph, batch_size, inputs=inputs)
     return dict(split_accuracy(logits, session.graph, metric=session.config["metric"]),
                 eval_time_s=time.perf_counter() - t0)
+
+
+def start_line(session, args) -> str:
+    """Local. The console line a run starts with: data, ranks, model, task, threads."""
+    config = session.config
+    if session.link:
+        task = (f"link prediction ({args.predictor} predictor, {args.negatives} {args.negative_sampler} "
+                f"negative{'s' if args.negatives > 1 else ''} per edge, metric {config['metric']})")
+    else:
+        task = (f"{config['num_classes']} {'labels' if config['task'] == 'multilabel' else 'classes'} "
+                f"({config['task']}, metric {config['metric']})")
+    return (f"hpcgnn train: {session.graph.name} {session.graph.num_nodes:,} nodes {session.graph.num_edges:,} "
+            f"edges, {session.comm.size} ranks, {args.model} {args.layers}x{args.hidden}, fanouts {args.fanouts}, "
+            f"{len(session.loader)} steps/epoch, {task}, prefetch {config['prefetch']}, "
+            f"{config['threads']} torch threads per rank")
 
 
 def run(args, comm):
@@ -151,12 +170,7 @@ def _train(args, comm):
     session.loader.epoch = first_epoch
     report = Reporter(comm.rank, args.metrics, append=first_epoch > 0)
     report.header(header_record(session, first_epoch))
-    report.say(f"hpcgnn train: {session.graph.name} {session.graph.num_nodes:,} nodes "
-               f"{session.graph.num_edges:,} edges, {comm.size} ranks, {args.model} {args.layers}x{args.hidden}, "
-               f"fanouts {args.fanouts}, {len(session.loader)} steps/epoch, {session.config['num_classes']} "
-               f"{'labels' if session.config['task'] == 'multilabel' else 'classes'} ({session.config['task']}, "
-               f"metric {session.config['metric']}), prefetch {session.config['prefetch']}, "
-               f"{session.config['threads']} torch threads per rank")
+    report.say(start_line(session, args))
     if args.resume:  # a requeued job says which of its starts this is
         report.say(f"resumed from epoch {first_epoch} ({args.checkpoint_dir})" if first_epoch
                    else f"nothing to resume in {args.checkpoint_dir}: starting at epoch 1")

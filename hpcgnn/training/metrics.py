@@ -42,7 +42,10 @@ from hpcgnn.runtime.errors import InputError
 
 TASKS = ("multiclass", "binary", "multilabel")
 METRICS = ("acc", "f1-macro", "f1-micro", "roc-auc")
-DEFAULT_METRIC = {"multiclass": "acc", "binary": "roc-auc", "multilabel": "f1-micro"}
+#: what ``--task link`` reports on its edge sets (:mod:`hpcgnn.training.link_metrics`); all of
+#: them every evaluation, ``--metric`` choosing the one model selection uses
+LINK_METRICS = ("auc", "ap", "mrr", "hits@10", "hits@50", "hits@100")
+DEFAULT_METRIC = {"multiclass": "acc", "binary": "roc-auc", "multilabel": "f1-micro", "link": "auc"}
 CLASS_WEIGHTS = ("none", "balanced")
 #: (node, class) scores a rank sends in one ROC-AUC exchange: bounds its memory on wide outputs
 AUC_CHUNK_SCORES = 1 << 22
@@ -76,6 +79,11 @@ def choose_metric(metric, task, where=None) -> str:
     """
     if metric is None:
         return DEFAULT_METRIC[task]
+    if task == "link" or metric in LINK_METRICS:
+        if task != "link" or metric not in LINK_METRICS:
+            raise InputError(where, f"--task link reports {', '.join(LINK_METRICS)}; node tasks "
+                             f"{', '.join(METRICS)}", "--metric", metric)
+        return metric
     if metric not in METRICS:
         raise InputError(where, f"unknown metric (choose from {', '.join(METRICS)})", "--metric", metric)
     if metric == "acc" and task == "multilabel":
@@ -171,7 +179,7 @@ def _auc_sums(scores, positive, comm) -> np.ndarray:
     column = np.broadcast_to(np.arange(k, dtype=np.int32), (n, k)).reshape(-1)
     value, is_pos = scores.reshape(-1), positive.reshape(-1)
     if comm.size > 1:
-        bounds = _range_bounds(scores, comm)
+        bounds = range_bounds(scores, comm)
         owner = np.empty((n, k), dtype=np.int64)
         for c in range(k):  # equal scores go to one rank, so every tie is counted where it sits
             owner[:, c] = np.searchsorted(bounds[c], scores[:, c], side="right")
@@ -201,7 +209,7 @@ def _auc_sums(scores, positive, comm) -> np.ndarray:
     return sums
 
 
-def _range_bounds(scores, comm) -> np.ndarray:
+def range_bounds(scores, comm) -> np.ndarray:
     """Collective over comm. ``[k, size - 1]``: per column, the scores that cut all ranks' scores
     into ``size`` ranges of about equal count (from weighted quantiles of every rank's scores)."""
     n, k = scores.shape
@@ -317,3 +325,7 @@ class TrainingLoss:
         else:
             loss = (F.cross_entropy(logits, labels, reduction="none") * self.weight[labels]).mean()
         return loss, float((logits.argmax(1) == labels).sum()), seen
+
+    def batch(self, logits, batch):
+        """Local. :meth:`__call__` on a loaded batch's labels."""
+        return self(logits, batch.label)

@@ -24,7 +24,7 @@ import numpy as np
 from tqdm import tqdm
 
 from hpcgnn.runtime.comm import mpi
-from hpcgnn.training.metrics import EXTRA_KEYS, metric_key
+from hpcgnn.training.metrics import EXTRA_KEYS, LINK_METRICS, metric_key
 
 #: where an epoch's time goes, per rank: the loader's phases, then the step's
 PHASES = ("sample", "gather", "compute", "allreduce", "wait")
@@ -54,7 +54,8 @@ EPOCH_FIELDS = {
                    "null without the mask)",
     "{split}_loss": "evaluated epochs: full-neighbourhood mean loss on {split}_mask",
     "{split}_{metric}": "evaluated epochs: the run's --metric other than acc (f1_macro, f1_micro, roc_auc) "
-                        "on {split}_mask",
+                        "on {split}_mask; --task link: every link metric (auc, ap, mrr, hits@10, hits@50, "
+                        "hits@100; hpcgnn.training.link_metrics) on the {split} edge set (val, test)",
     "eval_time_s": "evaluated epochs: seconds of the evaluation after the epoch (inference over all nodes)",
 }
 FINAL_FIELDS = {
@@ -77,7 +78,8 @@ FINAL_FIELDS = {
     "test_acc_at_best_val_loss": "test accuracy at that evaluation (model selection on val_loss)",
     "best_loss_epoch": "epoch of that evaluation",
     "metric": "the run's --metric (model selection also by it when it is not acc)",
-    "{split}_{metric}": "val and test value of --metric at the last evaluation",
+    "{split}_{metric}": "val and test value of --metric at the last evaluation (--task link: of every link "
+                        "metric)",
     "best_val_{metric}": "best validation value of --metric of any evaluation",
     "test_{metric}_at_best_val": "--metric on the test split at that evaluation",
     "best_{metric}_epoch": "epoch of that evaluation",
@@ -91,8 +93,8 @@ FINAL_FIELDS = {
     "selected_{split}_{metric}": "that epoch's values; selected_test_* are the run's headline figures",
     "stopped_early": "true when --early-stop ended training before --epochs",
 }
-#: the --metric keys an epoch's console line shows, when evaluated
-METRIC_LINE_KEYS = tuple(f"{split}_{key}" for key in EXTRA_KEYS for split in ("val", "test"))
+#: the --metric keys an epoch's console line shows, when evaluated (link: the ranking metrics but hits)
+METRIC_LINE_KEYS = tuple(f"{split}_{key}" for key in EXTRA_KEYS + ("auc", "ap", "mrr") for split in ("val", "test"))
 
 
 def header_record(session, first_epoch) -> dict:
@@ -108,6 +110,9 @@ def header_record(session, first_epoch) -> dict:
     for split in ("train", "val", "test"):
         values = [part.get(split, 0) for part in graph.meta["parts"]]
         counts[f"{split}_nodes"] = sum(v for v in values if isinstance(v, int))
+    link = graph.meta.get("link")
+    if link:  # the held-out edge sets of a link-prediction dataset
+        counts.update({f"{split}_edges": link.get(f"num_{split}") for split in ("train", "val", "test")})
     dataset = {"path": graph.path, "name": graph.name, "num_nodes": graph.num_nodes, "num_edges": graph.num_edges,
                "num_parts": graph.meta["num_parts"], **{k: config[k] for k in DATASET_KEYS if k != "num_nodes"},
                **counts}
@@ -188,6 +193,7 @@ def final_record(comm, history, epochs, run_time_s=None, metric="acc") -> dict:
              "run_time_s": None if run_time_s is None else float(run_time_s),
              "efficiency": _median(history, "efficiency"), "load_balance": _median(history, "load_balance")}
     final.update(selection(history))
+    final.update(last_link_values(history))
     final.update(metric_selection(history, metric))
     if history:
         final["phases_s"] = {k: float(np.median([r["phases_s"][k][1] for r in history])) for k in PHASES}
@@ -215,6 +221,15 @@ def selection(history) -> dict:
         chosen.update(best_val_loss=best["val_loss"], test_acc_at_best_val_loss=best["test_acc"],
                       best_loss_epoch=best["epoch"])
     return chosen
+
+
+def last_link_values(history) -> dict:
+    """Local. Every link metric's validation and test value at the last evaluation (empty for node tasks)."""
+    evaluated = [r for r in history if r.get("val_auc") is not None or r.get("test_auc") is not None]
+    if not evaluated:
+        return {}
+    return {f"{split}_{name}": evaluated[-1].get(f"{split}_{name}")
+            for split in ("val", "test") for name in LINK_METRICS + ("loss",)}
 
 
 def metric_selection(history, metric) -> dict:

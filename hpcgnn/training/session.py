@@ -17,6 +17,7 @@ import torch
 from hpcgnn.graph import DistGraph, node_split
 from hpcgnn.loading import NodeDataLoader
 from hpcgnn.nn import build_model, seed_dropout
+from hpcgnn.nn.link import build_link_model
 from hpcgnn.prep import ondisk
 from hpcgnn.runtime.collectives import broadcast_, fail_together
 from hpcgnn.runtime.comm import cores_per_rank, mpi
@@ -24,6 +25,7 @@ from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.rng import derive_seed
 from hpcgnn.sampling import NeighborSampler
 from hpcgnn.store import DistEmbedding, SparseAdam
+from hpcgnn.training.link_task import LinkLoss, build_link_loader, link_dataset_sizes, require_edge_sets
 from hpcgnn.training.metrics import TrainingLoss, choose_metric, class_weights, task_of
 
 EMBEDDING_NAME = "node_embedding"
@@ -52,17 +54,23 @@ class Session:
 
     comm: object
     graph: DistGraph
-    loader: NodeDataLoader
+    loader: NodeDataLoader  # or an EdgeDataLoader (--task link)
     model: torch.nn.Module
     grads: FlatGradients
     optimizer: torch.optim.Optimizer
     embedding: DistEmbedding | None
     embed_optimizer: SparseAdam | None
     config: dict
-    loss: TrainingLoss
+    loss: TrainingLoss  # or a LinkLoss: ``loss.batch(model_output, batch) -> (loss, correct, seen)``
+
+    @property
+    def link(self) -> bool:
+        """Local. Whether the run predicts links (``--task link``)."""
+        return self.config["task"] == "link"
 
     def close(self):
-        """Collective over comm. Free the embedding's and the graph's windows."""
+        """Collective over comm. Free the loader's, the embedding's and the graph's windows."""
+        self.loader.close()
         if self.embedding is not None:
             self.embedding.close()
         self.graph.close()
@@ -97,10 +105,13 @@ def check_finite(graph, field, comm):
 def model_config(args, graph, comm) -> dict:
     """Collective over comm. The flags plus what the dataset decides (nodes, classes, input width,
     task) and the metric the run reports and selects by (``--metric``, else the task's default)."""
-    for field in (("feat",) if not args.embed_dim else ()) + ("label", "train_mask"):
+    link = getattr(args, "task", "node") == "link"
+    for field in (("feat",) if not args.embed_dim else ()) + (() if link else ("label", "train_mask")):
         if field not in graph.ndata:
             raise InputError(os.path.join(args.data, "meta.json"), "dataset lacks a node field", "node_fields", field)
-    sizes = dataset_sizes(graph, comm)
+    if link:
+        require_edge_sets(graph, args.data)
+    sizes = link_dataset_sizes(graph) if link else dataset_sizes(graph, comm)
     metric = choose_metric(args.metric, sizes["task"], os.path.join(args.data, "meta.json"))
     return dict(vars(args), **sizes, metric=metric, in_dim=sizes["feat_dim"] + args.embed_dim, ranks=comm.size)
 
@@ -124,21 +135,18 @@ def open_session(args, comm) -> Session:
     graph = DistGraph(args.data, comm, progress_interval=None if args.progress_ms < 0 else args.progress_ms / 1000)
     check_finite(graph, "feat", comm)
     config = model_config(args, graph, comm)
+    link = config["task"] == "link"
     torch.manual_seed(derive_seed(args.seed, "model_init"))
-    model = build_model(config, config["in_dim"], config["num_classes"])
+    model = build_link_model(config, config["in_dim"]) if link else \
+        build_model(config, config["in_dim"], config["num_classes"])
     with torch.no_grad():  # identical starting parameters everywhere
         broadcast_([t.data.numpy() for t in list(model.parameters()) + list(model.buffers())], comm)
     sampler = NeighborSampler(args.fanouts, input_degrees=getattr(model, "needs_degrees", False))
     prefetch, threads = thread_plan(args.prefetch, cores_per_rank(comm))
     torch.set_num_threads(threads)
     config.update(prefetch=prefetch, threads=threads)
-    train_ids = node_split("train_mask", graph, seed=args.seed)
-    if comm.allreduce(train_ids.shape[0]) == 0:
-        raise InputError(os.path.join(args.data, "meta.json"), "no training nodes: the mask selects none",
-                         "train_mask", 0)
-    loader = NodeDataLoader(graph, train_ids, sampler, args.batch_size,
-                            prefetch=prefetch, seed=args.seed, feature="feat" if "feat" in graph.ndata else None,
-                            cache_bytes=int(args.cache_mb * 2**20))
+    loader = build_link_loader(graph, args, sampler, prefetch) if link else \
+        build_node_loader(graph, args, sampler, prefetch)
     # the fused CPU kernel: one pass over all parameters, a third of the foreach version's time
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay, fused=True)
     grads = FlatGradients(model)
@@ -147,9 +155,23 @@ def open_session(args, comm) -> Session:
         embedding = DistEmbedding(graph.num_nodes, args.embed_dim, name=EMBEDDING_NAME, comm=comm, book=graph.book)
         embed_optimizer = SparseAdam([embedding], lr=args.embed_lr)
     seed_rank_streams(args.seed, comm.rank)
-    loss = TrainingLoss(config["task"], training_class_weights(graph, config) if args.class_weight == "balanced"
-                        else None)
+    if link:
+        loss = LinkLoss(model, args.link_loss, args.margin)
+    else:
+        loss = TrainingLoss(config["task"], training_class_weights(graph, config)
+                            if args.class_weight == "balanced" else None)
     return Session(comm, graph, loader, model, grads, optimizer, embedding, embed_optimizer, config, loss)
+
+
+def build_node_loader(graph, args, sampler, prefetch) -> NodeDataLoader:
+    """Collective over graph.comm. This rank's training nodes in batches."""
+    train_ids = node_split("train_mask", graph, seed=args.seed)
+    if graph.comm.allreduce(train_ids.shape[0]) == 0:
+        raise InputError(os.path.join(args.data, "meta.json"), "no training nodes: the mask selects none",
+                         "train_mask", 0)
+    return NodeDataLoader(graph, train_ids, sampler, args.batch_size,
+                          prefetch=prefetch, seed=args.seed, feature="feat" if "feat" in graph.ndata else None,
+                          cache_bytes=int(args.cache_mb * 2**20))
 
 
 def training_class_weights(graph, config):

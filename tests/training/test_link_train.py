@@ -1,0 +1,163 @@
+"""``hpcgnn train --task link``: training edges split evenly, learning, N ranks = 1 rank, resume,
+evaluation of a link checkpoint, and bad input."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from hpcgnn.testing.datasets import make_dataset, make_link_dataset
+
+LINK_KEYS = ("auc", "ap", "mrr", "hits@10", "hits@50", "hits@100")
+
+
+def flat_params(model):
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
+
+
+def link_args(path, *extra):
+    from hpcgnn.training.config import parse_args
+
+    return parse_args(["--data", path, "--task", "link", "--hidden", "16", "--fanouts", "4,4", "--batch-size", "64",
+                       "--no-progress", "--prefetch", "1", "--lr", "0.01", *extra])
+
+
+@pytest.mark.mpi(sizes=(2, 4))
+def test_edge_split_is_disjoint_complete_even_and_local_first(nranks, comm, shared_tmp):
+    from hpcgnn import DistGraph
+    from hpcgnn.graph import edge_split
+
+    path, graph = make_link_dataset(comm, shared_tmp, nranks)
+    with DistGraph(path, comm) as g:
+        mine = edge_split(g, seed=3)
+        everyone = comm.allgather(mine)
+        eids = np.concatenate([s.eids for s in everyone])
+        assert np.unique(eids).shape[0] == eids.shape[0]  # disjoint
+        assert max(len(s.eids) for s in everyone) - min(len(s.eids) for s in everyone) <= 1
+        assert eids.shape[0] == g.link_meta["num_train"]  # every training edge, each undirected edge once
+        assert np.all(mine.src < mine.dst)
+        own = (mine.eids >= g.local_edges[0]) & (mine.eids < g.local_edges[1])
+        # src -> dst of each own edge is stored at that position of this rank's CSC
+        positions = mine.eids[own] - g.local_edges[0]
+        assert np.array_equal(g.indices[positions], mine.src[own])
+        owned_dst = np.searchsorted(g.indptr, positions, side="right") - 1 + g.local_nodes[0]
+        assert np.array_equal(owned_dst, mine.dst[own])
+        # a rank keeps its own edges before taking others': at most its surplus leaves
+        local_candidates = int((g.indices.astype(np.int64) < np.repeat(
+            np.arange(*g.local_nodes), np.diff(g.indptr))).sum())
+        assert own.sum() == min(local_candidates, len(mine.eids))
+
+
+@pytest.mark.mpi(sizes=(1, 2))
+def test_link_training_learns_planted_communities(nranks, comm, shared_tmp):
+    from hpcgnn.training.loop import run
+
+    path, _ = make_link_dataset(comm, shared_tmp, nranks, num_nodes=600, avg_degree=10)
+    metrics = os.path.join(shared_tmp, f"m{nranks}.jsonl")
+    model, history = run(link_args(path, "--epochs", "6", "--eval-every", "3", "--metrics", metrics), comm)
+    assert history[-1]["loss"] < history[0]["loss"]
+    # 4 planted communities, 10% of edges across: about 0.83 is the most any model gets (chance 0.5)
+    assert history[-1]["val_auc"] > 0.75 and history[-1]["test_auc"] > 0.75, history[-1]
+    assert history[-1]["test_mrr"] > 0.2
+    params = flat_params(model)
+    assert all(np.array_equal(params, other) for other in comm.allgather(params))
+    if comm.rank == 0:
+        final = [json.loads(line) for line in open(metrics)][-1]
+        assert final["final"]
+        for split in ("val", "test"):
+            for key in LINK_KEYS:
+                assert 0.0 <= final[f"{split}_{key}"] <= 1.0, (split, key)
+        assert final["metric"] == "auc" and final["selected_by"] == "val_auc"
+        assert final["selected_test_auc"] == final["test_auc_at_best_val"]
+
+
+@pytest.mark.mpi(sizes=(2, 4))
+def test_full_neighbourhood_link_training_on_n_ranks_equals_one(nranks, comm, shared_tmp):
+    """Equal edge counts per rank, one batch each, full neighbourhoods and the same negatives (keyed
+    by edge id, the same ids in both datasets): the mean of the ranks' gradients is the one-process
+    gradient."""
+    from hpcgnn.training.loop import run
+
+    graph_args = dict(num_nodes=200, avg_degree=6, divisible_by=nranks)
+    multi, _ = make_link_dataset(comm, shared_tmp, nranks, name="even", contiguous=True, **graph_args)
+    single, _ = make_link_dataset(comm, shared_tmp, 1, name="even", contiguous=True, **graph_args)
+    common = ["--fanouts", "all,all", "--batch-size", "100000", "--dropout", "0", "--epochs", "3",
+              "--eval-every", "0", "--prefetch", "0", "--negatives", "2", "--exclude", "none"]
+    model, history = run(link_args(multi, *common), comm)
+    reference = None
+    if comm.rank == 0:
+        ref_model, ref_history = run(link_args(single, *common), comm.Split(0, 0))
+        reference = (flat_params(ref_model), [h["loss"] for h in ref_history], ref_history[-1]["test_auc"])
+    else:
+        comm.Split(1, 0)
+    reference = comm.bcast(reference, root=0)
+    assert np.allclose([h["loss"] for h in history], reference[1], rtol=1e-5, atol=1e-6)
+    assert np.allclose(flat_params(model), reference[0], rtol=1e-4, atol=1e-5)
+    assert history[-1]["test_auc"] == pytest.approx(reference[2], abs=1e-6)
+
+
+@pytest.mark.mpi(sizes=(2,))
+@pytest.mark.parametrize("flags", [[], ["--negative-sampler", "degree", "--predictor", "mlp", "--embed-dim", "4"]],
+                         ids=["dot-corrupt", "mlp-degree-embedding"])
+def test_link_resume_is_bit_exact(nranks, comm, shared_tmp, flags):
+    from hpcgnn.training.loop import run
+
+    path, _ = make_link_dataset(comm, shared_tmp, nranks)
+    tag = "plain" if not flags else "rich"
+    full_dir, cut_dir = os.path.join(shared_tmp, f"full_{tag}"), os.path.join(shared_tmp, f"cut_{tag}")
+    every = ["--checkpoint-every", "1", "--eval-every", "2", *flags]
+    _, full = run(link_args(path, "--epochs", "4", "--checkpoint-dir", full_dir, *every), comm)
+    run(link_args(path, "--epochs", "2", "--checkpoint-dir", cut_dir, *every), comm)
+    _, resumed = run(link_args(path, "--epochs", "4", "--checkpoint-dir", cut_dir, "--resume", *every), comm)
+    assert [h["loss"] for h in resumed] == [h["loss"] for h in full]
+    assert all(resumed[-1][f"test_{k}"] == full[-1][f"test_{k}"] for k in LINK_KEYS)
+
+
+@pytest.mark.mpi(sizes=(2,))
+def test_evaluate_reports_a_link_checkpoints_training_figures(nranks, comm, shared_tmp):
+    from hpcgnn.training.config import build_evaluate_parser
+    from hpcgnn.training.evaluate import evaluate_checkpoint
+    from hpcgnn.training.loop import run
+
+    path, _ = make_link_dataset(comm, shared_tmp, nranks)
+    ck = os.path.join(shared_tmp, "ck_eval")
+    _, history = run(link_args(path, "--epochs", "2", "--checkpoint-dir", ck, "--eval-every", "1"), comm)
+    out = os.path.join(shared_tmp, "emb")
+    figures = evaluate_checkpoint(build_evaluate_parser().parse_args(
+        ["--data", path, "--checkpoint", ck, "--save-embeddings", out]), comm)
+    for split in ("val", "test"):
+        for key in LINK_KEYS + ("loss",):
+            assert figures[f"{split}_{key}"] == pytest.approx(history[-1][f"{split}_{key}"], abs=1e-9)
+    comm.barrier()
+    import h5py
+
+    with h5py.File(os.path.join(out, f"embeddings-{comm.rank:05d}.h5")) as h5:
+        assert h5["embedding"].shape[1] == 16  # the encoder's output: every node's embedding
+
+
+def _cli(*argv):
+    return subprocess.run([sys.executable, "-m", "hpcgnn.train", *argv], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, OMP_NUM_THREADS="1"))
+
+
+def test_link_flags_and_datasets_refused_in_one_line(tmp_path):
+    from mpi4py import MPI
+
+    plain, _ = make_dataset(MPI.COMM_WORLD, str(tmp_path), 1)
+    link, _ = make_link_dataset(MPI.COMM_WORLD, str(tmp_path), 1)
+    cases = [
+        (["--data", plain, "--task", "link"], "no edge sets"),
+        (["--data", plain, "--predictor", "mlp"], "--predictor"),
+        (["--data", plain, "--metric", "mrr"], "--metric"),
+        (["--data", link, "--task", "link", "--class-weight", "balanced"], "--class-weight"),
+        (["--data", link, "--task", "link", "--cache-mb", "5"], "--cache-mb"),
+        (["--data", link, "--task", "link", "--metric", "f1-macro"], "--metric"),
+        (["--data", link, "--task", "link", "--negatives", "0"], "--negatives"),
+    ]
+    for argv, needle in cases:
+        done = _cli(*argv, "--epochs", "1", "--no-progress")
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert done.returncode != 0 and len(lines) == 1 and needle in lines[0], (argv, done.stderr)
