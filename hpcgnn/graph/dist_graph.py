@@ -68,6 +68,13 @@ class DistGraph(CollectiveResource):
         This rank's CSC: in-edges of owned node ``i`` (local) are sources
         ``indices[indptr[i]:indptr[i+1]]`` (global ids), global edge ids
         ``edge_book.starts[rank] + position``.
+    link : dict or None
+        Link prediction (a dataset partitioned with ``--edge-split``): this rank's held-out edges,
+        ``{"val": (src, dst, neg), "test": (src, dst, neg)}``, int64 numpy arrays of global ids:
+        positives ``src[i] -> dst[i]`` (every ``dst`` owned by this rank) and ``neg`` [n, K], the
+        K corrupted destinations of positive i. None for a dataset without edge sets.
+    link_meta : dict or None
+        ``meta.json``'s ``link`` entry (split, seed, K, counts; see :mod:`hpcgnn.prep.ondisk`), or None.
     """
 
     def __init__(self, path, comm=None, progress_interval=None):
@@ -130,8 +137,25 @@ class DistGraph(CollectiveResource):
             self.edata = {name: self._field(read, ondisk.EDGE_PREFIX + name, (self.num_edges, *spec["shape"]),
                                             spec["dtype"], self.edge_book)
                           for name, spec in self.meta.get("edge_fields", {}).items()}
+            self.link_meta = self.meta.get("link")
+            self.link = self._read_links(read)
         fail_together(self.comm, read_errors[0] if read_errors else None, self.path)
         sync_windows(self.comm, [self._indptr_win, self._indices_win])
+
+    def _read_links(self, read):
+        """This rank's held-out edge sets ``{"val": (src, dst, neg), ...}`` (see the class docstring),
+        read through ``read`` so a failed read fails every rank together; None without edge sets."""
+        if not ondisk.link_datasets(self.meta):
+            return None
+        info, k = self.meta["parts"][self.comm.rank], self.link_meta["eval_negatives"]
+        sets = {}
+        for split in ondisk.LINK_SPLITS:
+            count = info[f"{ondisk.LINK_PREFIX}{split}"]
+            arrays = (np.empty(count, np.int64), np.empty(count, np.int64), np.empty((count, k), np.int64))
+            for name, out in zip(ondisk.LINK_ARRAYS, arrays, strict=True):
+                read(f"{ondisk.LINK_PREFIX}{split}_{name}", out)
+            sets[split] = arrays
+        return sets
 
     def _halo_offsets(self):
         """CSC offsets ``(gids, begin, degree)`` of every node on another machine with an edge into

@@ -3,8 +3,9 @@
 A graph is a directed edge list (``src[i] -> dst[i]``, int64 global ids in ``[0, num_nodes)``)
 plus node fields (``ndata``: ``feat`` [N, F], ``label`` [N] (multi-label: [N, C] of 0/1),
 boolean ``train_mask`` / ``val_mask`` / ``test_mask``, ...) and edge fields (``edata``, first
-axis = edge). Node features may be a ``scipy.sparse.csr_matrix``: readers keep sparse inputs
-sparse and only the partition writer densifies, one part's rows at a time.
+axis = edge), and for link prediction optionally held-out edge sets (``link``, see
+:mod:`hpcgnn.prep.edge_split`). Node features may be a ``scipy.sparse.csr_matrix``: readers keep
+sparse inputs sparse and only the partition writer densifies, one part's rows at a time.
 
 What every reader's graph must satisfy (``Graph.validate``): ids in range, ``feat`` 2-D,
 every node field one row per node, the three masks disjoint, labels at least ``UNLABELLED``
@@ -63,6 +64,10 @@ class Graph:
     #: ``split_index``, ...). ``hpcgnn partition`` records it in meta.json's ``source``; the
     #: transforms build new graphs without it, so take it from the graph the reader returned.
     notes: dict = field(default_factory=dict)
+    #: Held-out edge sets for link prediction: a :class:`~hpcgnn.prep.edge_split.LinkSplit`
+    #: (a reader's own split, or ``--edge-split`` once applied), else None. The transforms keep
+    #: it, renumbering it when they renumber the nodes.
+    link: object = None
 
     @property
     def num_edges(self) -> int:
@@ -104,6 +109,8 @@ class Graph:
         for name, arr in self.edata.items():
             _check_rows(where, f"edge_{name}", arr, self.num_edges, "num_edges")
             _check_finite(where, f"edge_{name}", arr)
+        if self.link is not None:
+            self.link.validate(where, self.num_nodes)
         return self
 
     def count_origin(self):

@@ -2,8 +2,8 @@
 it is intact.
 
 Without ``--verify`` only ``meta.json`` is read. ``--verify`` re-reads every part file and
-checks checksums and the format's invariants; any mismatch is reported and the exit status is
-non-zero.
+checks checksums and the format's invariants (with held-out edge sets for link prediction, theirs
+too); any mismatch is reported and the exit status is non-zero.
 """
 from __future__ import annotations
 
@@ -28,17 +28,22 @@ def verify(directory, meta: dict) -> list[str]:
     chunk's fletcher32 checksum is verified and a damaged one named; ``indptr`` never
     decreases; ``indices`` within ``[0, num_nodes)``; ``orig_id`` (each node's id in the input
     file) never repeats across all parts, and ``eid`` is a permutation of ``[0, num_edges)``.
+    With edge sets (``meta["link"]``): every id of ``link_*`` in ``[0, num_nodes)``, each
+    evaluation edge's destination owned by its part, and no evaluation edge in any part's CSC
+    (in either direction when ``link.symmetric``).
     A part that cannot be opened or read (truncated, corrupt) is one problem, and the others
     are still checked.
     """
     problems = []
+    held_out = _held_out_keys(directory, meta, problems)
     seen_nodes = np.zeros(meta["num_nodes"], dtype=bool)
     seen_edges = np.zeros(meta["num_edges"], dtype=bool)
     beyond = []  # orig_id values >= num_nodes: input ids left by --largest-component or --relabel
     complete = True
     for part_id, info in enumerate(meta["parts"]):
         try:
-            complete &= _verify_part(directory, meta, part_id, info, seen_nodes, seen_edges, beyond, problems)
+            complete &= _verify_part(directory, meta, part_id, info, seen_nodes, seen_edges, beyond, problems,
+                                     held_out)
         except InputError as exc:
             problems.append(str(exc))
             complete = False
@@ -53,7 +58,48 @@ def verify(directory, meta: dict) -> list[str]:
     return problems
 
 
-def _verify_part(directory, meta, part_id, info, seen_nodes, seen_edges, beyond, problems) -> bool:
+def _held_out_keys(directory, meta, problems):
+    """Sorted keys ``src * num_nodes + dst`` of every evaluation edge of the dataset (and of its
+    reverse when the sets are symmetric), after checking each part's link ids; None without edge
+    sets. A part whose link datasets cannot be read is a problem here and again in its own pass."""
+    if not ondisk.link_datasets(meta):
+        return None
+    n, keys = meta["num_nodes"], []
+    for part_id, info in enumerate(meta["parts"]):
+        try:
+            with ondisk.PartFile(directory, meta, part_id) as part:
+                if part.problems():
+                    continue
+                start, end = part.node_range
+                for split in ondisk.LINK_SPLITS:
+                    src, dst, neg = (part.read(f"{ondisk.LINK_PREFIX}{split}_{a}") for a in ondisk.LINK_ARRAYS)
+                    label = f"{info['file']}: {ondisk.LINK_PREFIX}{split}"
+                    if any(ids.size and (ids.min() < 0 or ids.max() >= n) for ids in (src, dst, neg)):
+                        problems.append(f"{label} has ids outside [0, {n})")
+                        continue
+                    if dst.size and (dst.min() < start or dst.max() >= end):
+                        problems.append(f"{label}_dst has destinations outside the part's nodes [{start}, {end})")
+                    keys.append(src * n + dst)
+                    if meta["link"]["symmetric"]:
+                        keys.append(dst * n + src)
+        except InputError:
+            continue  # reported by the part's own pass
+    return np.unique(np.concatenate(keys)) if keys else np.empty(0, dtype=np.int64)
+
+
+def _check_no_held_out_edge(name, part, indptr, indices, n, held_out, problems):
+    if held_out is None or held_out.shape[0] == 0 or indices.shape[0] == 0:
+        return
+    start = part.node_range[0]
+    dst = start + np.repeat(np.arange(part.num_nodes, dtype=np.int64), np.diff(indptr))
+    keys = indices.astype(np.int64) * n + dst
+    slot = np.minimum(np.searchsorted(held_out, keys), held_out.shape[0] - 1)
+    found = int((held_out[slot] == keys).sum())
+    if found:
+        problems.append(f"{name}: {found} edge(s) of the CSC are held-out evaluation edges")
+
+
+def _verify_part(directory, meta, part_id, info, seen_nodes, seen_edges, beyond, problems, held_out=None) -> bool:
     """Append the problems of one part to ``problems``; True if its ids were checked too (the
     file matched meta.json), InputError when it cannot be opened or read to the end."""
     name = info["file"]
@@ -76,6 +122,8 @@ def _verify_part(directory, meta, part_id, info, seen_nodes, seen_edges, beyond,
         indices = part.read("indices")
         if n_edges and (indices.min() < 0 or indices.max() >= meta["num_nodes"]):
             problems.append(f"{name}: indices has ids outside [0, {meta['num_nodes']})")
+        elif (np.diff(indptr) >= 0).all():
+            _check_no_held_out_edge(name, part, indptr, indices, meta["num_nodes"], held_out, problems)
         orig_id = part.read("orig_id")
         inside = orig_id < meta["num_nodes"]
         beyond.append(orig_id[~inside])
@@ -134,6 +182,15 @@ def describe(meta: dict) -> str:
                      f"{_fmt(part.get('test', 0), '>9,')} {mib:>9}")
     imb = ", ".join(f"{k} {v}" for k, v in _entry(p, "imbalance").items() if v is not None)
     lines.append(f"imbalance (max/mean): {imb}")
+    link = meta.get("link")
+    if link:
+        split = link["split"] if isinstance(link["split"], str) else ",".join(f"{f:g}" for f in link["split"])
+        per_part = " ".join(f"{part.get('link_val', '?')}/{part.get('link_test', '?')}" for part in meta["parts"][:16])
+        per_part += " ..." if len(meta["parts"]) > 16 else ""
+        lines.append(f"edge sets ({'undirected' if link['symmetric'] else 'directed'} edges, split {split}, "
+                     f"seed {link['seed']}): {link['num_train']:,} train, {link['num_val']:,} val, "
+                     f"{link['num_test']:,} test; {link['eval_negatives']} {link['negatives']} negatives per "
+                     f"val/test edge; val/test per part: {per_part}")
     return "\n".join(lines)
 
 

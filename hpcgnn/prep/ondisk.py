@@ -10,6 +10,25 @@ stores, for its owned nodes only:
 node fields  [n_p, ...]        ``feat``, ``label``, ``train_mask``, ... (owned rows only)
 edge fields  [e_p, ...]        ``edge_<name>``, in the same order as ``indices``
 
+Link prediction (format version 2; made by ``hpcgnn partition --edge-split``, see
+:mod:`hpcgnn.prep.edge_split`): held-out validation and test edges, each stored by the part that
+owns its destination, in the partitioned (new) global ids:
+
+``link_val_src``   int64 [v_p]      source of each validation positive
+``link_val_dst``   int64 [v_p]      its destination, owned by this part
+``link_val_neg``   int64 [v_p, K]   K corrupted destinations per positive (source: ``link_val_src``)
+``link_test_*``    the same for the test edges
+
+``meta.json`` then holds ``link``: ``{"symmetric": bool, "split": [f_train, f_val, f_test] or
+"dataset", "seed": int, "eval_negatives": K, "negatives": "uniform" or "dataset", "num_train":
+training units, "num_val": int, "num_test": int}`` (optional notes beside them:
+``split_scheme``, ``dataset_negatives``, ``negatives_redrawn``, ``positives_dropped``,
+``negatives_kept_rejected``: :class:`hpcgnn.prep.edge_split.LinkSplit`),
+and every ``parts[p]`` entry ``link_val`` and ``link_test`` (v_p and the test count). The
+training positives are the stored graph's own edges (``num_train`` units of them). The
+``link_`` prefix is reserved: no node field may use it. Version 1 datasets (no edge sets) are
+still read.
+
 ``orig_id`` is the id a user's own data names the node by: the edge list's id as written (also
 with ``--relabel`` or ``--id-base 1``), the id before ``--largest-component`` dropped nodes, else
 the node's row in the input; outputs keyed by node (saved embeddings) carry it.
@@ -41,9 +60,19 @@ FORMAT_NAME = "hpcgnn-partition"
 # Checksums did not change the version: the datasets, names, dtypes and shapes are the same,
 # fletcher32 is a filter every HDF5 reads (and verifies) transparently, so older hpcgnn reads
 # checksummed parts and this one reads unchecksummed ones; a bump would only refuse them.
-FORMAT_VERSION = 1
+# Version 2 added the link-prediction edge sets (``link``); version 1 datasets have none and read
+# the same, so both are accepted.
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 STRUCTURE = ("indptr", "indices", "eid", "orig_id")
 EDGE_PREFIX = "edge_"
+LINK_PREFIX = "link_"
+#: the held-out edge sets of a link-prediction dataset
+LINK_SPLITS = ("val", "test")
+#: the datasets of each set: ``link_<set>_<array>``
+LINK_ARRAYS = ("src", "dst", "neg")
+LINK_META_COUNTS = ("num_train", "num_val", "num_test")
+LINK_NEGATIVES = ("uniform", "dataset")
 # Bytes per chunk of a checksummed dataset. HDF5's default chunk cache holds one such chunk;
 # whole-dataset reads of 0.5-2 MiB chunks ran equally fast, 64 KiB and 16 MiB ones 20-60%
 # slower (190 MiB float32 features, warm page cache).
@@ -54,6 +83,14 @@ FIELD_KINDS = "biuf"  # bool, signed, unsigned, float: what a DistTensor can hol
 def part_file_name(part_id: int) -> str:
     """Local. File name of part ``part_id`` inside a dataset directory."""
     return f"part-{part_id:05d}.h5"
+
+
+def link_datasets(meta) -> list[str]:
+    """Local. Names of a part file's link-prediction datasets (``link_val_src``, ...), empty when
+    ``meta`` has no ``link``."""
+    if not isinstance(meta, dict) or meta.get("link") is None:
+        return []
+    return [f"{LINK_PREFIX}{split}_{array}" for split in LINK_SPLITS for array in LINK_ARRAYS]
 
 
 def id_dtype(count: int):
@@ -141,15 +178,18 @@ def validate_meta(meta, path, directory) -> None:
     ``edge_starts`` are ``num_parts + 1`` integers rising from 0 to ``num_nodes`` /
     ``num_edges``; one ``parts`` entry per part, each naming a plain file inside
     ``directory`` (symlinks resolved), its counts (when listed) equal to the starts'; node and
-    edge fields have plain names, numeric dtypes and non-negative shapes. Raises InputError.
+    edge fields have plain names, numeric dtypes and non-negative shapes, and no node field uses
+    the reserved ``edge_`` or ``link_`` prefixes; version 1 or 2, and a ``link`` entry (version 2
+    only) with its keys' types and per-part ``link_val``/``link_test`` counts summing to
+    ``num_val``/``num_test``. Raises InputError.
     """
     if not isinstance(meta, dict):
         raise InputError(path, "must be a JSON object", value=type(meta).__name__)
     if meta.get("format") != FORMAT_NAME:
         raise InputError(path, f"not a {FORMAT_NAME} dataset", "format", meta.get("format"))
-    if not _is_int(meta.get("version")) or meta["version"] != FORMAT_VERSION:
-        raise InputError(path, f"unsupported version (this hpcgnn reads {FORMAT_VERSION})",
-                         "version", meta.get("version"))
+    if not _is_int(meta.get("version")) or meta["version"] not in READABLE_VERSIONS:
+        raise InputError(path, "unsupported version (this hpcgnn reads "
+                         f"{' and '.join(str(v) for v in READABLE_VERSIONS)})", "version", meta.get("version"))
     for key in ("num_nodes", "num_edges", "num_parts", "node_starts", "edge_starts", "parts", "node_fields"):
         if key not in meta:
             raise InputError(path, "missing field", key)
@@ -182,6 +222,41 @@ def validate_meta(meta, path, directory) -> None:
                                  f"parts[{part_id}].{key}", info[key])
     for key, prefix in (("node_fields", ""), ("edge_fields", EDGE_PREFIX)):
         _check_fields(path, meta.get(key, {}), key, prefix)
+    if meta.get("link") is not None:
+        _check_link(path, meta)
+
+
+def _check_link(path, meta):
+    """Refuse a ``link`` entry (edge sets) that is malformed or disagrees with the parts' counts."""
+    link = meta["link"]
+    if meta["version"] < 2:
+        raise InputError(path, "edge sets need format version 2", "version", meta["version"])
+    if not isinstance(link, dict):
+        raise InputError(path, "must be an object", "link", link)
+    if not isinstance(link.get("symmetric"), bool):
+        raise InputError(path, "must be true or false", "link.symmetric", link.get("symmetric"))
+    split = link.get("split")
+    if split != "dataset" and not (isinstance(split, list) and len(split) == 3
+                                   and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in split)):
+        raise InputError(path, "must be 'dataset' or a list of three fractions", "link.split", split)
+    if not _is_int(link.get("seed")):
+        raise InputError(path, "must be an integer", "link.seed", link.get("seed"))
+    if not _is_int(link.get("eval_negatives")) or link["eval_negatives"] < 1:
+        raise InputError(path, "must be a positive integer", "link.eval_negatives", link.get("eval_negatives"))
+    if link.get("negatives") not in LINK_NEGATIVES:
+        raise InputError(path, f"must be one of {', '.join(LINK_NEGATIVES)}", "link.negatives", link.get("negatives"))
+    for key in LINK_META_COUNTS:
+        if not _is_int(link.get(key)) or link[key] < 0:
+            raise InputError(path, "must be a non-negative integer", f"link.{key}", link.get(key))
+    for split_name in LINK_SPLITS:
+        key = f"{LINK_PREFIX}{split_name}"
+        for part_id, info in enumerate(meta["parts"]):
+            if not _is_int(info.get(key)) or info[key] < 0:
+                raise InputError(path, "must be a non-negative integer", f"parts[{part_id}].{key}", info.get(key))
+        total = sum(info[key] for info in meta["parts"])
+        if total != link[f"num_{split_name}"]:
+            raise InputError(path, f"the parts' {key} counts sum to {total}", f"link.num_{split_name}",
+                             link[f"num_{split_name}"])
 
 
 def _check_starts(path, starts, key, num_parts, total, total_key):
@@ -206,7 +281,7 @@ def _check_fields(path, fields, key, prefix):
     for name, spec in fields.items():
         where = f"{key}.{name}"
         if not name or "/" in name or name in (".", "..") or prefix + name in STRUCTURE \
-                or (not prefix and name.startswith(EDGE_PREFIX)):
+                or (not prefix and name.startswith((EDGE_PREFIX, LINK_PREFIX))):
             raise InputError(path, "is not a usable field name", key, name)
         if not isinstance(spec, dict) or not isinstance(spec.get("dtype"), str) \
                 or not isinstance(spec.get("shape"), list):
@@ -302,6 +377,13 @@ class PartFile:
         for key, rows, prefix in (("node_fields", n, ""), ("edge_fields", e, EDGE_PREFIX)):
             for name, spec in self.meta.get(key, {}).items():
                 want[prefix + name] = ((rows, *spec["shape"]), np.dtype(spec["dtype"]))
+        if link_datasets(self.meta):
+            k, info = self.meta["link"]["eval_negatives"], self.meta["parts"][self.part_id]
+            for split in LINK_SPLITS:
+                count = info[f"{LINK_PREFIX}{split}"]
+                for array in LINK_ARRAYS:
+                    shape = (count, k) if array == "neg" else (count,)
+                    want[f"{LINK_PREFIX}{split}_{array}"] = (shape, np.dtype(np.int64))
         return want
 
     def problems(self) -> list:

@@ -1,6 +1,8 @@
 """``hpcgnn partition``: read a graph, split it into parts, write the HDF5 dataset.
 
-Pipeline: read -> clean up (``hpcgnn.prep.transform``) -> CSC of in-edges -> part assignment
+Pipeline: read -> clean up (``hpcgnn.prep.transform``) -> for link prediction, hold out
+validation/test edges and draw their negatives (``--edge-split``, :mod:`hpcgnn.prep.edge_split`)
+-> CSC of in-edges -> part assignment
 (multi-constraint METIS or random) -> relabel so each part owns a contiguous id range -> one
 HDF5 file per part -> ``meta.json`` last. Under ``mpirun -np P`` rank 0 reads and partitions
 once, then every rank writes its own part files in parallel.
@@ -15,6 +17,13 @@ import numpy as np
 
 from hpcgnn import _csr
 from hpcgnn.prep import ondisk
+from hpcgnn.prep.edge_split import (
+    DEFAULT_EVAL_NEGATIVES,
+    PartLinks,
+    hold_out_edges,
+    parse_edge_split,
+    parse_eval_negatives,
+)
 from hpcgnn.prep.graph import MASKS, ORIG_ID, Graph
 from hpcgnn.prep.metis import part_graph_kway
 from hpcgnn.prep.read import add_reader_arguments, detect_format, read_graph, reader_options
@@ -117,16 +126,19 @@ def assign_parts(graph: Graph, csc, num_parts: int, method: str = "metis", seed:
 class Relabeling:
     """Local. New ids that make part ``p`` own ``[node_starts[p], node_starts[p+1])``.
 
-    Nodes keep their input order inside a part, so the mapping is deterministic.
+    Nodes keep their input order inside a part, so the mapping is deterministic. With ``link``
+    (a graph's held-out edge sets), ``links`` holds them in the new ids, by part
+    (:class:`~hpcgnn.prep.edge_split.PartLinks`); else it is None.
     """
 
-    def __init__(self, parts: np.ndarray, num_parts: int):
+    def __init__(self, parts: np.ndarray, num_parts: int, link=None):
         counts = np.bincount(parts, minlength=num_parts)
         self.node_starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         self.order = np.argsort(parts.astype(np.int16 if num_parts < 2**15 else np.int64),
                                 kind="stable")  # new id -> input id
         self.new_id = np.empty(parts.shape[0], dtype=ondisk.id_dtype(parts.shape[0]))
         self.new_id[self.order] = np.arange(parts.shape[0], dtype=self.new_id.dtype)
+        self.links = None if link is None else PartLinks(link, self.new_id, self.node_starts)
 
     def owned(self, part_id):
         return self.order[self.node_starts[part_id]:self.node_starts[part_id + 1]]
@@ -158,6 +170,8 @@ def part_arrays(graph: Graph, csc, relabel: Relabeling, part_id: int) -> dict:
         arrays[name] = rows.toarray() if hasattr(rows, "toarray") else rows
     for name, values in graph.edata.items():
         arrays[ondisk.EDGE_PREFIX + name] = values[part_eids]
+    if relabel.links is not None:
+        arrays.update(relabel.links.part_arrays(part_id))
     return arrays
 
 
@@ -170,6 +184,10 @@ def part_stats(arrays: dict, node_start: int, node_end: int) -> dict:
     for mask in MASKS:
         if mask in arrays:
             stats[mask.replace("_mask", "")] = int(arrays[mask].sum())
+    for split in ondisk.LINK_SPLITS:
+        name = f"{ondisk.LINK_PREFIX}{split}"
+        if name + "_src" in arrays:
+            stats[name] = int(arrays[name + "_src"].shape[0])
     return stats
 
 
@@ -184,7 +202,7 @@ def imbalance(parts_info: list, key: str):
 def _field_specs(arrays: dict) -> tuple[dict, dict]:
     node, edge = {}, {}
     for name, arr in arrays.items():
-        if name in ondisk.STRUCTURE:
+        if name in ondisk.STRUCTURE or name.startswith(ondisk.LINK_PREFIX):
             continue
         spec = {"dtype": str(arr.dtype), "shape": list(arr.shape[1:])}
         if name.startswith(ondisk.EDGE_PREFIX):
@@ -213,7 +231,9 @@ def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis"
     Parameters
     ----------
     graph : Graph or None
-        The input graph; only rank 0's is used (other ranks may pass None).
+        The input graph; only rank 0's is used (other ranks may pass None). Its held-out edge
+        sets (``graph.link``, from :func:`~hpcgnn.prep.edge_split.hold_out_edges`) are written
+        too: ``link_*`` datasets per part and meta.json's ``link`` (see :mod:`hpcgnn.prep.ondisk`).
     out_dir : path
         Destination directory, replaced atomically (written to a temporary sibling first).
     num_parts : int
@@ -259,7 +279,7 @@ def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis"
             f", METIS given {info['metis_edges']:,} of {info['undirected_edges']:,} undirected edges"
             if "metis_edges" in info else ""))
         timings["assign_s"] = time.perf_counter() - t0
-        relabel = Relabeling(parts, num_parts)
+        relabel = Relabeling(parts, num_parts, graph.link)
         del parts
         edge_counts = [int(csc[0][relabel.owned(p) + 1].sum() - csc[0][relabel.owned(p)].sum())
                        for p in range(num_parts)]
@@ -336,6 +356,8 @@ def _write_dataset(graph, csc, relabel, info, tmp_dir, num_parts, node_starts, e
         "source": source or {},
         "parts": stats,
     }
+    if graph.link is not None:
+        meta["link"] = graph.link.meta()
     ondisk.write_meta(tmp_dir, meta)
     return meta
 
@@ -387,9 +409,18 @@ def build_parser():
                        help="'dataset' (default: the input's masks), 'a,b,c' random fractions, "
                             "or 'per-class:T,V' (T train and V validation per class, rest test); "
                             "required for a labelled input without a train_mask")
-    clean.add_argument("--split-seed", type=int, default=0)
+    clean.add_argument("--split-seed", type=int, default=0,
+                       help="seed of a random --split, and of --edge-split's held-out edges and negatives")
     clean.add_argument("--normalize-features", action="store_true",
                        help="scale each feature row to sum 1 (Kipf & Welling's Planetoid preprocessing)")
+    links = parser.add_argument_group("link prediction (held-out edges, after the clean-up)")
+    links.add_argument("--edge-split", type=parse_edge_split, default=None, metavar="T,V,E",
+                       help="hold out edges: train,val,test fractions summing to 1 (e.g. 0.85,0.05,0.1; "
+                            "an undirected edge is one unit on a --symmetrize'd graph), or 'dataset' for "
+                            "the input's own edge split (OGB link datasets); seeded by --split-seed")
+    links.add_argument("--eval-negatives", type=parse_eval_negatives, default=None, metavar="K",
+                       help="negatives per validation/test edge, drawn once: uniform destinations that "
+                            "are not edges of the graph (default: 100, or the dataset's own)")
     add_reader_arguments(parser)
     return parser
 
@@ -402,6 +433,8 @@ def main(argv=None):
     rank = comm.rank if comm is not None else 0
     if args.parts < 1:
         raise InputError(None, "must be at least 1", "--parts", args.parts)
+    if args.eval_negatives is not None and args.edge_split is None:
+        raise InputError(None, "applies only with --edge-split", "--eval-negatives", args.eval_negatives)
     out_dir = os.path.abspath(args.out)
     graph, source = None, None
     log = StageLog("partition", enabled=rank == 0)
@@ -439,15 +472,39 @@ def load_prepared(args, log=silent):
     graph = prepare(graph, symmetrize_edges=args.symmetrize, drop_self_loops=args.remove_self_loops,
                     dedup_edges=args.dedup, largest_cc=args.largest_component, split=args.split,
                     split_seed=args.split_seed, normalize=args.normalize_features, log=log)
+    graph = apply_edge_split(graph, args, log)
     source = {"input": os.path.basename(os.path.normpath(args.input)), "format": fmt_name,
               "symmetrize": args.symmetrize, "remove_self_loops": args.remove_self_loops,
               "dedup": args.dedup, "largest_component": args.largest_component,
               "split": args.split or "dataset", "split_seed": args.split_seed,
-              "normalize_features": args.normalize_features,
+              "normalize_features": args.normalize_features, "edge_split": _shown_edge_split(args.edge_split),
               "read_s": round(read_s, 3), "prepare_s": round(time.perf_counter() - t0, 3)}
     if notes:
         source["reader"] = notes
     return graph, source
+
+
+def apply_edge_split(graph: Graph, args, log=silent) -> Graph:
+    """Local. ``--edge-split``: hold out validation/test edges with their negatives
+    (:func:`~hpcgnn.prep.edge_split.hold_out_edges`). Without it a reader's own edge split is
+    dropped, with a note naming the flag that keeps it."""
+    if args.edge_split is None:
+        if graph.link is not None:
+            print(f"hpcgnn partition: note: {args.input} has its own edge split (link prediction); "
+                  "pass --edge-split dataset to keep it", flush=True)
+            graph.link = None
+        return graph
+    k = args.eval_negatives if args.eval_negatives is not None else DEFAULT_EVAL_NEGATIVES
+    graph = hold_out_edges(graph, args.edge_split, k, args.split_seed, where=args.input)
+    link = graph.link
+    log(f"edge split {_shown_edge_split(args.edge_split)}: {link.num_train:,} train, {len(link.val):,} val, "
+        f"{len(link.test):,} test {'undirected ' if link.symmetric else ''}edges, {link.eval_negatives} "
+        f"{link.negatives} negatives each; {graph.num_edges:,} edges left")
+    return graph
+
+
+def _shown_edge_split(spec):
+    return spec if spec is None or isinstance(spec, str) else ",".join(f"{f:g}" for f in spec)
 
 
 def check_trainable(graph: Graph, input_path, split):

@@ -1,10 +1,12 @@
 """Graph clean-up and splits applied between reading and partitioning.
 
 Every transform returns a new :class:`~hpcgnn.prep.graph.Graph`; edge fields follow their edges
-and node fields their nodes. Only :func:`largest_component` numbers the nodes anew; it keeps each
-node's input-file id in node field :data:`~hpcgnn.prep.graph.ORIG_ID`, so the part files and
-every output name the nodes as the input file does. The heavy ones (dedup, symmetrize) use the compiled CSR kernels,
-which are linear in the edge count apart from sorting each node's own neighbour list.
+and node fields their nodes, and a reader's held-out edge sets (``Graph.link``) are kept. Only
+:func:`largest_component` numbers the nodes anew (held-out edges too, dropping those it cannot
+name any more); it keeps each node's input-file id in node field
+:data:`~hpcgnn.prep.graph.ORIG_ID`, so the part files and every output name the nodes as the
+input file does. The heavy ones (dedup, symmetrize) use the compiled CSR kernels, which are
+linear in the edge count apart from sorting each node's own neighbour list.
 """
 from __future__ import annotations
 
@@ -26,7 +28,8 @@ def _with_edges(graph, keep=None, src=None, dst=None, edata=None, symmetric=None
         src, dst = graph.src[keep], graph.dst[keep]
         edata = {k: v[keep] for k, v in graph.edata.items()}
     symmetric = graph.symmetric if symmetric is None else symmetric
-    return Graph(graph.num_nodes, src, dst, dict(graph.ndata), edata, graph.name, graph.source, symmetric)
+    return Graph(graph.num_nodes, src, dst, dict(graph.ndata), edata, graph.name, graph.source, symmetric,
+                 link=graph.link)
 
 
 def remove_self_loops(graph: Graph) -> Graph:
@@ -78,6 +81,8 @@ def largest_component(graph: Graph) -> Graph:
 
     Node field ``orig_id`` (:data:`~hpcgnn.prep.graph.ORIG_ID`) keeps each kept node's id in the
     input file: the reader's when it renumbered the file's ids, else the id before this step.
+    Held-out edges (``graph.link``) are renumbered too: one with an end outside the component is
+    dropped, and a negative outside it is drawn again at ``--edge-split`` time.
     """
     n = graph.num_nodes
     ones = np.ones(graph.num_edges, dtype=np.int8)
@@ -93,8 +98,10 @@ def largest_component(graph: Graph) -> Graph:
     ndata = {k: v[kept] for k, v in graph.ndata.items()}
     ndata.setdefault(ORIG_ID, kept)
     edata = {k: v[keep_edges] for k, v in graph.edata.items()}
+    # held-out edges and negatives with a dropped end cannot be named any more (LinkSplit.renumber)
+    link = None if graph.link is None else graph.link.renumber(np.where(keep_nodes, new_id, -1))
     return Graph(int(keep_nodes.sum()), new_id[graph.src[keep_edges]], new_id[graph.dst[keep_edges]],
-                 ndata, edata, graph.name, graph.source, graph.symmetric)
+                 ndata, edata, graph.name, graph.source, graph.symmetric, link=link)
 
 
 def apply_split(graph: Graph, spec: str | None, seed: int = 0) -> Graph:
@@ -145,7 +152,7 @@ def apply_split(graph: Graph, spec: str | None, seed: int = 0) -> Graph:
     ndata = dict(graph.ndata)
     ndata.update(zip(MASKS, (train, val, test)))
     return Graph(graph.num_nodes, graph.src, graph.dst, ndata, graph.edata, graph.name, graph.source,
-                 graph.symmetric)
+                 graph.symmetric, link=graph.link)
 
 
 def normalize_features(graph: Graph, field="feat") -> Graph:
@@ -161,7 +168,7 @@ def normalize_features(graph: Graph, field="feat") -> Graph:
     ndata = dict(graph.ndata)
     ndata[field] = scaled
     return Graph(graph.num_nodes, graph.src, graph.dst, ndata, graph.edata, graph.name, graph.source,
-                 graph.symmetric)
+                 graph.symmetric, link=graph.link)
 
 
 def prepare(graph: Graph, symmetrize_edges=False, drop_self_loops=False, dedup_edges=False,

@@ -3,7 +3,9 @@
 ``detect_format`` picks the reader from the path (directory layout, ``.npz`` keys, file
 extension, else the first lines of a text file); ``add_reader_arguments`` / ``reader_options``
 give every command the same flags. An edge list may come with a node table
-(``--node-table``), joined here after the edge list is read.
+(``--node-table``), joined here after the edge list is read. Format ``ogb`` covers both OGB
+layouts: node-property datasets (``read_ogb``) and link-property ones, whose split is
+``split/<scheme>/*.pt`` and becomes the graph's held-out edge sets (``read_ogb_link``).
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from hpcgnn.prep.read.mat import read_mat
 from hpcgnn.prep.read.nodetable import join_node_table
 from hpcgnn.prep.read.npz import read_npz, write_npz
 from hpcgnn.prep.read.ogb import read_ogb
+from hpcgnn.prep.read.ogb_link import read_ogb_any, read_ogb_link
 from hpcgnn.prep.read.planetoid import PARTS as PLANETOID_PARTS
 from hpcgnn.prep.read.planetoid import locate_planetoid, read_planetoid
 from hpcgnn.prep.read.shchur import ADJACENCY_PREFIXES, read_shchur
@@ -28,7 +31,7 @@ from hpcgnn.runtime.errors import InputError
 FORMATS = ("npz", "edgelist", "planetoid", "shchur", "ogb", "mat", "heterophily")
 EDGELIST_EXTENSIONS = (".csv", ".tsv", ".txt", ".edges", ".el")
 _READERS = {"npz": read_npz, "edgelist": read_edgelist, "planetoid": read_planetoid,
-            "shchur": read_shchur, "ogb": read_ogb, "mat": read_mat, "heterophily": read_heterophily}
+            "shchur": read_shchur, "ogb": read_ogb_any, "mat": read_mat, "heterophily": read_heterophily}
 # Reader keyword -> (command-line flag, default, attribute on the argparse namespace).
 _FLAGS = {"delimiter": ("--delimiter", None, "delimiter"), "header": ("--header", None, "header"),
           "id_base": ("--id-base", 0, "id_base"), "num_nodes": ("--num-nodes", None, "num_nodes"),
@@ -53,8 +56,8 @@ _FORMAT_OPTIONS = {"npz": (), "planetoid": (), "shchur": (), "ogb": ("split",),
                    "heterophily": ("split_index",)}
 
 __all__ = ["FORMATS", "add_reader_arguments", "detect_format", "join_node_table", "read_edgelist", "read_graph",
-           "read_heterophily", "read_mat", "read_npz", "read_ogb", "read_planetoid", "read_shchur", "reader_options",
-           "write_npz"]
+           "read_heterophily", "read_mat", "read_npz", "read_ogb", "read_ogb_link", "read_planetoid", "read_shchur",
+           "reader_options", "write_npz"]
 
 
 def _formats_hint():
@@ -77,7 +80,9 @@ def detect_format(path) -> str:
     Returns
     -------
     str
-        One of ``FORMATS``: a directory with ``raw/edge.csv.gz`` is ``ogb``; a directory or
+        One of ``FORMATS``: a directory with ``raw/edge.csv.gz`` is ``ogb`` (a node-property
+        dataset, or a link-property one when some ``split/<scheme>/train.pt`` exists: the
+        ``ogb`` reader tells them apart, ``read_ogb_link``); a directory or
         prefix with ``ind.<name>.graph`` is ``planetoid``; a ``.npz`` with ``src``/``dst`` is
         ``npz``, one with ``adj_*`` or ``adj_matrix.*`` arrays or an ``adj_matrix`` is
         ``shchur`` and one with ``edges`` and ``node_features``/``node_labels`` is
