@@ -6,7 +6,7 @@ PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: install test test-slurm demo bench lint clean
+.PHONY: install test test-slurm demo demo-link bench lint clean
 
 install: $(STAMP)
 
@@ -35,6 +35,10 @@ test-slurm: install
 
 demo: install
 	bash jobs/demo.sh
+
+# link prediction on the demo's graph: held-out edges, GraphSAGE + dot predictor, AUC/AP/MRR/Hits@K
+demo-link: install
+	bash jobs/demo_link.sh
 
 # The benchmarks behind the README's tables; BENCH_ARGS=--dgl adds DGL 2.1 side by side
 # (its own virtualenv, built once with: $(PY) bench/partition.py --dgl --dgl-setup).

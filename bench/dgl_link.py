@@ -84,10 +84,11 @@ def main():
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--max-steps", type=int, default=0, help="steps per epoch (0: all)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1, help="torch and DGL threads")
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     if hasattr(dgl.utils, "set_num_threads"):
-        dgl.utils.set_num_threads(1)
+        dgl.utils.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     dgl.seed(args.seed)
     d = np.load(args.data)

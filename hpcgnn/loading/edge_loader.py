@@ -52,13 +52,15 @@ class EdgeDataLoader:
     exclude : bool
         Hide each batch's positive edges and their reverses from its neighbourhoods (default;
         False only to measure what leaking them does).
+    max_batches : int
+        At most this many batches per epoch (0: all; :class:`~.plan.BatchPlan`).
     """
 
     def __init__(self, graph, seed_edges, sampler, negative_sampler, batch_size, shuffle=True, drop_last=False,
-                 prefetch=2, feature="feat", seed=0, exclude=True):
+                 prefetch=2, feature="feat", seed=0, exclude=True, max_batches=0):
         self.graph = graph
         self.edges = seed_edges
-        self.plan = BatchPlan(seed_edges.eids, batch_size, graph.comm, shuffle, drop_last, seed)
+        self.plan = BatchPlan(seed_edges.eids, batch_size, graph.comm, shuffle, drop_last, seed, max_batches)
         self.sampler, self.negative_sampler = sampler, negative_sampler
         self.fetch = FieldFetch(graph, feature, None)
         self.prefetch, self.seed, self.exclude = int(prefetch), int(seed), bool(exclude)

@@ -38,6 +38,8 @@ class NodeDataLoader:
     cache_bytes : int
         Budget of a :class:`~hpcgnn.loading.cache.RemoteRowCache` of the feature rows of other
         nodes that batches read most (0: no cache). Choosing them samples batches first.
+    max_batches : int
+        At most this many batches per epoch (0: all; :class:`~.plan.BatchPlan`).
 
     Attributes
     ----------
@@ -48,9 +50,9 @@ class NodeDataLoader:
     """
 
     def __init__(self, graph, seed_gids, sampler, batch_size, shuffle=True, drop_last=False, prefetch=2,
-                 feature="feat", label="label", seed=0, cache_bytes=0):
+                 feature="feat", label="label", seed=0, cache_bytes=0, max_batches=0):
         self.graph = graph
-        self.plan = BatchPlan(seed_gids, batch_size, graph.comm, shuffle, drop_last, seed)
+        self.plan = BatchPlan(seed_gids, batch_size, graph.comm, shuffle, drop_last, seed, max_batches)
         self.sampler = sampler
         self.cache = None
         if cache_bytes > 0 and feature is not None:

@@ -28,9 +28,12 @@ class BatchPlan:
     drop_last : bool
         Drop the last partial batch (on every rank alike).
     seed : int
+    max_batches : int
+        At most this many batches per epoch (0: all), each epoch's first ones of its own order, so
+        successive epochs still see different seeds; on every rank alike.
     """
 
-    def __init__(self, seed_ids, batch_size, comm, shuffle=True, drop_last=False, seed=0):
+    def __init__(self, seed_ids, batch_size, comm, shuffle=True, drop_last=False, seed=0, max_batches=0):
         self.seed_ids = np.asarray(seed_ids, dtype=np.int64).reshape(-1)
         if np.unique(self.seed_ids).shape[0] != self.seed_ids.shape[0]:
             raise ValueError("seed ids contain repeats (each seed should appear once per epoch)")
@@ -43,6 +46,8 @@ class BatchPlan:
         # drop_last: only full batches exist everywhere; else the longest rank sets the count
         op = mpi().MIN if drop_last else mpi().MAX
         self.num_batches = int(comm.allreduce(mine, op=op))
+        if max_batches > 0:
+            self.num_batches = min(self.num_batches, int(max_batches))
 
     def __len__(self):
         return self.num_batches

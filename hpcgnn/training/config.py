@@ -57,6 +57,9 @@ def build_parser():
                    help="normalisation after each hidden layer")
     p.add_argument("--batch-size", type=int, default=1000, help="seeds per rank per step")
     p.add_argument("--epochs", type=int, default=10, help="passes over the training nodes")
+    p.add_argument("--steps-per-epoch", type=int, default=0, metavar="N",
+                   help="end each epoch after N steps (0: a whole pass); each epoch takes the first N batches of "
+                        "its own shuffled order, so successive epochs see different seeds")
     add_optimizer_arguments(p)
     p.add_argument("--seed", type=int, default=0, help="seed of the parameters, batches and dropout")
     p.add_argument("--metric", choices=METRICS + LINK_METRICS, default=None,
@@ -198,6 +201,9 @@ def parse_args(argv=None):
         raise InputError(None, "must be 0 (none) or positive", "--embed-dim", args.embed_dim)
     if args.accumulate < 1:
         raise InputError(None, "must be at least 1", "--accumulate", args.accumulate)
+    if args.steps_per_epoch < 0:
+        raise InputError(None, "must be 0 (a whole pass) or a number of steps", "--steps-per-epoch",
+                         args.steps_per_epoch)
     if args.early_stop < 0:
         raise InputError(None, "must be 0 (never) or a number of epochs", "--early-stop", args.early_stop)
     check_task_flags(args)

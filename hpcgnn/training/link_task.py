@@ -55,7 +55,8 @@ def build_link_loader(graph, args, sampler, prefetch) -> EdgeDataLoader:
                          "num_edges", 0)
     negatives = build_negative_sampler(args.negative_sampler, args.negatives, graph)
     return EdgeDataLoader(graph, seeds, sampler, negatives, args.batch_size, prefetch=prefetch, seed=args.seed,
-                          feature="feat" if "feat" in graph.ndata else None, exclude=args.exclude == "self")
+                          feature="feat" if "feat" in graph.ndata else None, exclude=args.exclude == "self",
+                          max_batches=args.steps_per_epoch)
 
 
 class LinkLoss:

@@ -12,7 +12,8 @@ def plot_history(history, directory):
 
     ``curves.png``: training loss per epoch and validation loss on evaluated epochs (left),
     accuracies (right), a dashed vertical line at the epoch of best validation accuracy in
-    both. ``time_breakdown.png``: the last epoch's seconds per phase of every rank, stacked.
+    both (link prediction: training pair accuracy, validation and test AUC and MRR on the right).
+    ``time_breakdown.png``: the last epoch's seconds per phase of every rank, stacked.
     """
     import matplotlib  # deferred: matplotlib is slow to import and only --plot needs it
 
@@ -24,8 +25,9 @@ def plot_history(history, directory):
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     _curves(left, history, ("loss", "val_loss"), {"loss": "training loss", "val_loss": "validation loss"})
     left.set(xlabel="epoch", ylabel="loss", title="loss")
-    _curves(right, history, ("train_acc", "val_acc", "test_acc"), {})
-    right.set(xlabel="epoch", ylabel="accuracy", title="accuracy")
+    # link prediction has no node accuracy: its ranking figures take the panel
+    _curves(right, history, ("train_acc", "val_acc", "test_acc", "val_auc", "test_auc", "val_mrr", "test_mrr"), {})
+    right.set(xlabel="epoch", ylabel="accuracy / ranking", title="accuracy and ranking metrics")
     best = selection(history).get("best_epoch")
     for ax in (left, right):
         if best is not None:

@@ -171,7 +171,7 @@ def build_node_loader(graph, args, sampler, prefetch) -> NodeDataLoader:
                          "train_mask", 0)
     return NodeDataLoader(graph, train_ids, sampler, args.batch_size,
                           prefetch=prefetch, seed=args.seed, feature="feat" if "feat" in graph.ndata else None,
-                          cache_bytes=int(args.cache_mb * 2**20))
+                          cache_bytes=int(args.cache_mb * 2**20), max_batches=args.steps_per_epoch)
 
 
 def training_class_weights(graph, config):

@@ -80,3 +80,17 @@ def test_prefetch_thread_stops_on_error_and_on_break(tmp_path):
         iterator.close()
         assert not prefetch_threads()
         assert len(list(loader)) == 15  # a later epoch is unaffected
+
+
+@pytest.mark.mpi(sizes=(2,))
+def test_max_batches_caps_every_rank_alike_and_epochs_differ(nranks, comm):
+    from hpcgnn.loading import BatchPlan
+
+    seeds = np.arange(100 + 37 * comm.rank)  # uneven: the longer rank sets the full count
+    full = BatchPlan(seeds, 10, comm, seed=1)
+    capped = BatchPlan(seeds, 10, comm, seed=1, max_batches=3)
+    assert full.num_batches == 14 and capped.num_batches == 3
+    for epoch in range(2):
+        assert all(np.array_equal(np.sort(a), np.sort(b)) for a, b in zip(capped.batches(epoch), full.batches(epoch)[:3]))
+    assert not np.array_equal(capped.batches(0)[0], capped.batches(1)[0])
+    assert BatchPlan(seeds, 10, comm, max_batches=50).num_batches == 14

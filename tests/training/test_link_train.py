@@ -57,7 +57,9 @@ def test_link_training_learns_planted_communities(nranks, comm, shared_tmp):
 
     path, _ = make_link_dataset(comm, shared_tmp, nranks, num_nodes=600, avg_degree=10)
     metrics = os.path.join(shared_tmp, f"m{nranks}.jsonl")
-    model, history = run(link_args(path, "--epochs", "6", "--eval-every", "3", "--metrics", metrics), comm)
+    plots = os.path.join(shared_tmp, f"plots{nranks}")
+    model, history = run(link_args(path, "--epochs", "6", "--eval-every", "3", "--metrics", metrics,
+                                   "--plot", plots), comm)
     assert history[-1]["loss"] < history[0]["loss"]
     # 4 planted communities, 10% of edges across: about 0.83 is the most any model gets (chance 0.5)
     assert history[-1]["val_auc"] > 0.75 and history[-1]["test_auc"] > 0.75, history[-1]
@@ -72,6 +74,7 @@ def test_link_training_learns_planted_communities(nranks, comm, shared_tmp):
                 assert 0.0 <= final[f"{split}_{key}"] <= 1.0, (split, key)
         assert final["metric"] == "auc" and final["selected_by"] == "val_auc"
         assert final["selected_test_auc"] == final["test_auc_at_best_val"]
+        assert sorted(os.listdir(plots)) == ["curves.png", "time_breakdown.png"]
 
 
 @pytest.mark.mpi(sizes=(2, 4))
