@@ -57,9 +57,6 @@ def build_parser():
                    help="normalisation after each hidden layer")
     p.add_argument("--batch-size", type=int, default=1000, help="seeds per rank per step")
     p.add_argument("--epochs", type=int, default=10, help="passes over the training nodes")
-    p.add_argument("--steps-per-epoch", type=int, default=0, metavar="N",
-                   help="end each epoch after N steps (0: a whole pass); each epoch takes the first N batches of "
-                        "its own shuffled order, so successive epochs see different seeds")
     add_optimizer_arguments(p)
     p.add_argument("--seed", type=int, default=0, help="seed of the parameters, batches and dropout")
     p.add_argument("--metric", choices=METRICS + LINK_METRICS, default=None,
@@ -147,13 +144,16 @@ def check_task_flags(args):
 
 
 def add_optimizer_arguments(parser):
-    """Local. The optimizer's flags: learning rate, weight decay, gradient accumulation."""
+    """Local. The optimizer's flags: learning rate, weight decay, gradient accumulation, steps."""
     parser.add_argument("--lr", type=float, default=0.003, help="Adam learning rate")
     parser.add_argument("--weight-decay", type=float, default=0.0, help="Adam L2 penalty")
     parser.add_argument("--accumulate", type=int, default=1, metavar="K",
                         help="micro-batches per optimizer step: gradients of K batches of --batch-size seeds "
                              "are averaged, then reduced over the ranks once (a batch of K x --batch-size seeds "
                              "per rank in the memory of one)")
+    parser.add_argument("--steps-per-epoch", type=int, default=0, metavar="N",
+                        help="end each epoch after N steps (0: a whole pass); each epoch takes the first N batches "
+                             "of its own shuffled order, so successive epochs see different seeds")
 
 
 def add_evaluation_arguments(parser):
