@@ -9,7 +9,9 @@ graph, both directions of every undirected edge), ``feat``, ``train_src``/``trai
 undirected training edge once), ``test_src``/``test_dst``/``test_neg`` [n, K].
 
 Model: GraphSAGE-mean, ReLU and dropout between layers, output width = hidden, dot-product
-predictor, binary cross-entropy on logits; uniform negatives (K per positive), the batch's
+predictor, binary cross-entropy on logits; weights initialised as PyTorch's ``nn.Linear``
+does, as hpcgnn's are (``--init torch``, default), or DGL's own Glorot-uniform with ReLU gain
+(``--init dgl``); uniform negatives (K per positive), the batch's
 positives and their reverses excluded from its neighbourhoods (DGL's ``reverse_id``).
 Evaluation: layer-wise full-neighbourhood inference, test ROC-AUC on each positive against its
 first stored negative. Prints one JSON line.
@@ -28,11 +30,15 @@ from torch.nn import functional as F
 
 
 class SAGE(nn.Module):
-    def __init__(self, in_dim, hidden, layers, dropout):
+    def __init__(self, in_dim, hidden, layers, dropout, init):
         super().__init__()
         dims = [in_dim] + [hidden] * layers
         self.layers = nn.ModuleList(dglnn.SAGEConv(a, b, "mean") for a, b in zip(dims, dims[1:]))
         self.dropout = nn.Dropout(dropout)
+        if init == "torch":  # PyTorch's nn.Linear default, weights and bias: what hpcgnn's layers start from
+            for module in self.modules():
+                if isinstance(module, nn.Linear):
+                    module.reset_parameters()
 
     def layer(self, i, block, h):
         h = self.layers[i](block, h)
@@ -85,6 +91,8 @@ def main():
     parser.add_argument("--max-steps", type=int, default=0, help="steps per epoch (0: all)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch and DGL threads")
+    parser.add_argument("--init", choices=("torch", "dgl"), default="torch",
+                        help="weight initialisation: PyTorch's nn.Linear default (hpcgnn's) or DGL's Glorot")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if hasattr(dgl.utils, "set_num_threads"):
@@ -105,7 +113,7 @@ def main():
         reverse_eids=torch.from_numpy(reverse_eids(src, dst)),
         negative_sampler=dgl.dataloading.negative_sampler.Uniform(args.negatives))
     loader = dgl.dataloading.DataLoader(g, train_eids, sampler, batch_size=args.batch_size, shuffle=True)
-    model = SAGE(feat.shape[1], args.hidden, len(fanouts), args.dropout)
+    model = SAGE(feat.shape[1], args.hidden, len(fanouts), args.dropout, args.init)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     timed_s, timed_edges, losses = 0.0, 0, []
     for _ in range(args.epochs):
@@ -132,7 +140,7 @@ def main():
     pos = (emb[test_src] * emb[test_dst]).sum(1).numpy()
     neg = (emb[test_src] * emb[test_neg[:, 0]]).sum(1).numpy()
     print(json.dumps({"system": "dgl", "pos_edges_per_s": timed_edges / timed_s, "train_s": timed_s,
-                      "steps": len(losses), "first_loss": losses[0], "last_loss": losses[-1],
+                      "steps": len(losses), "init": args.init, "first_loss": losses[0], "last_loss": losses[-1],
                       "test_auc": roc_auc(pos, neg), "eval_s": time.perf_counter() - t0}), flush=True)
 
 

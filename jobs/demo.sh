@@ -5,13 +5,7 @@
 # Outputs go to demo/ (ignored by git).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=.venv/bin/python
-export OMP_NUM_THREADS=1
-mkdir -p demo
-if [ ! -f demo/graph.npz ]; then
-    $PY -m hpcgnn.generate rmat --nodes 100000 --edges 2000000 --feat-dim 64 --classes 10 \
-        --homophily 0.7 --seed 0 --out demo/graph.npz
-fi
+source jobs/demo_graph.sh
 INPUT=demo/graph.npz OUT=demo/parts PARTS=2 EXTRA=--force PYTHON=$PY bash jobs/partition.sbatch
 DATA=demo/parts PYTHON=$PY \
     TRAIN_ARGS="--model sage --fanouts 10,25 --hidden 256 --epochs 5 --eval-every 5 --metrics demo/metrics.jsonl --plot demo/plots --no-progress" \

@@ -6,13 +6,7 @@
 # test AUC, AP, MRR and Hits@K. Outputs go to demo/ (ignored by git).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=.venv/bin/python
-export OMP_NUM_THREADS=1
-mkdir -p demo
-if [ ! -f demo/graph.npz ]; then
-    $PY -m hpcgnn.generate rmat --nodes 100000 --edges 2000000 --feat-dim 64 --classes 10 \
-        --homophily 0.7 --seed 0 --out demo/graph.npz
-fi
+source jobs/demo_graph.sh
 INPUT=demo/graph.npz OUT=demo/link-parts PARTS=2 EXTRA="--force --edge-split 0.85,0.05,0.1" PYTHON=$PY \
     bash jobs/partition.sbatch
 DATA=demo/link-parts PYTHON=$PY \

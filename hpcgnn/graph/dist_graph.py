@@ -72,7 +72,9 @@ class DistGraph(CollectiveResource):
         Link prediction (a dataset partitioned with ``--edge-split``): this rank's held-out edges,
         ``{"val": (src, dst, neg), "test": (src, dst, neg)}``, int64 numpy arrays of global ids:
         positives ``src[i] -> dst[i]`` (every ``dst`` owned by this rank) and ``neg`` [n, K], the
-        K corrupted destinations of positive i. None for a dataset without edge sets.
+        destinations of positive i's K negatives (their source ``src[i]``); a dataset of uniform
+        negative pairs adds a fourth array, ``neg_src`` [n, K], their sources. None for a dataset
+        without edge sets.
     link_meta : dict or None
         ``meta.json``'s ``link`` entry (split, seed, K, counts; see :mod:`hpcgnn.prep.ondisk`), or None.
     """
@@ -151,8 +153,9 @@ class DistGraph(CollectiveResource):
         sets = {}
         for split in ondisk.LINK_SPLITS:
             count = info[f"{ondisk.LINK_PREFIX}{split}"]
-            arrays = (np.empty(count, np.int64), np.empty(count, np.int64), np.empty((count, k), np.int64))
-            for name, out in zip(ondisk.LINK_ARRAYS, arrays, strict=True):
+            arrays = tuple(np.empty((count, k) if name.startswith("neg") else count, np.int64)
+                           for name in ondisk.link_arrays(self.meta))
+            for name, out in zip(ondisk.link_arrays(self.meta), arrays, strict=True):
                 read(f"{ondisk.LINK_PREFIX}{split}_{name}", out)
             sets[split] = arrays
         return sets

@@ -5,9 +5,9 @@ Per batch of positive edges: negatives from a negative sampler
 any node sampler (the :class:`~hpcgnn.sampling.Sampler` protocol) on a view of the graph
 without the batch's own positive edges and their reverses
 (:class:`~hpcgnn.sampling.exclude.ExcludedEdges`), so the model cannot read the answer, then
-the endpoints' input features gathered. It is the node loader's composition with other seeds:
-the same :class:`~.plan.BatchPlan` (equal steps on every rank), :class:`~.fetch.FieldFetch`
-and prefetch thread.
+the endpoints' input features gathered. It is a :class:`~.planned.PlannedLoader` as the node
+loader is, with other seeds: the same :class:`~.plan.BatchPlan` (equal steps on every rank),
+:class:`~.fetch.FieldFetch` and prefetch thread.
 
 Each batch's ``extra`` holds ``pos_src``/``pos_dst``/``neg_src``/``neg_dst``: rows of the
 model's output (positions in ``seed_gids``) of every pair's endpoints, negatives laid out K
@@ -17,21 +17,19 @@ whatever batch or rank it lands in.
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import torch
 
 from hpcgnn.loading.fetch import FieldFetch
 from hpcgnn.loading.plan import BatchPlan
-from hpcgnn.loading.prefetch import LoaderStats, iterate
+from hpcgnn.loading.planned import PlannedLoader
 from hpcgnn.runtime.rng import derive_seed
 from hpcgnn.sampling.exclude import ExcludedEdges
 
 PAIR_KEYS = ("pos_src", "pos_dst", "neg_src", "neg_dst")
 
 
-class EdgeDataLoader:
+class EdgeDataLoader(PlannedLoader):
     """Collective over the graph's comm (construction). Iterate sampled, loaded link-prediction batches.
 
     Parameters
@@ -58,26 +56,20 @@ class EdgeDataLoader:
 
     def __init__(self, graph, seed_edges, sampler, negative_sampler, batch_size, shuffle=True, drop_last=False,
                  prefetch=2, feature="feat", seed=0, exclude=True, max_batches=0):
-        self.graph = graph
+        plan = BatchPlan(seed_edges.eids, batch_size, graph.comm, shuffle, drop_last, seed, max_batches)
+        super().__init__(graph, plan, FieldFetch(graph, feature, None), prefetch)
         self.edges = seed_edges
-        self.plan = BatchPlan(seed_edges.eids, batch_size, graph.comm, shuffle, drop_last, seed, max_batches)
         self.sampler, self.negative_sampler = sampler, negative_sampler
-        self.fetch = FieldFetch(graph, feature, None)
-        self.prefetch, self.seed, self.exclude = int(prefetch), int(seed), bool(exclude)
-        self.epoch = 0
-        self.stats = LoaderStats()
+        self.seed, self.exclude = int(seed), bool(exclude)
 
-    @property
-    def num_batches(self) -> int:
-        return self.plan.num_batches
+    def jobs(self, epoch):
+        """Local. ``(eids, batch_seed, negative_seed)`` of every batch of ``epoch``."""
+        negative_seed = derive_seed(self.seed, "negatives", epoch)
+        return [(eids, self.plan.batch_seed(epoch, i), negative_seed)
+                for i, eids in enumerate(self.plan.batches(epoch))]
 
-    def __len__(self):
-        return self.plan.num_batches
-
-    def load(self, eids, batch_seed, negative_seed):
-        """Local. One batch: negatives, blocks of every endpoint (positives excluded), features."""
-        sent = self.graph.network_bytes()
-        t0 = time.perf_counter()
+    def sample(self, eids, batch_seed, negative_seed):
+        """Local. One batch of positive edges: negatives, and blocks of every endpoint (positives excluded)."""
         src, dst = self.edges.lookup(eids)
         neg_src, neg_dst = self.negative_sampler.sample(self.graph, src, dst, eids, negative_seed)
         ends = np.concatenate([src, dst, neg_src, neg_dst])
@@ -88,22 +80,8 @@ class EdgeDataLoader:
         cuts = np.cumsum([0, b, b, nb, nb])
         batch.extra.update({key: torch.from_numpy(rows[cuts[i]:cuts[i + 1]].astype(np.int64))
                             for i, key in enumerate(PAIR_KEYS)})
-        t1 = time.perf_counter()
-        self.fetch(batch)
-        self.stats.sample_s += t1 - t0
-        self.stats.gather_s += time.perf_counter() - t1
-        self.stats.network_bytes += self.graph.network_bytes() - sent
         return batch
 
     def close(self):
         """Collective over the graph's comm. Free the negative sampler's windows (if any)."""
         self.negative_sampler.close()
-
-    def __iter__(self):
-        epoch = self.epoch
-        self.epoch += 1
-        self.stats.reset()
-        negative_seed = derive_seed(self.seed, "negatives", epoch)
-        jobs = [(eids, self.plan.batch_seed(epoch, i), negative_seed)
-                for i, eids in enumerate(self.plan.batches(epoch))]
-        return iterate(lambda job: self.load(*job), jobs, self.prefetch, self.stats)

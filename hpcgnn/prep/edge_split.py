@@ -16,17 +16,21 @@ to no edge, or a split that leaves no training unit, is refused ("graph too smal
 With ``--edge-split dataset`` the reader's positives are used as given; any of them the graph
 still holds is removed the same way (OGB's ``edge.csv`` holds none).
 
-Negatives. For every validation and test positive (u, v): K corrupted destinations
-(``--eval-negatives``, default :data:`DEFAULT_EVAL_NEGATIVES`), uniform over all nodes,
-rejecting u itself and every (u, n) that is an edge of the full graph: the graph before the
-held-out edges were removed plus the held-out edges (both directions on a symmetric graph).
+Negatives. For every validation and test positive (u, v): K negative pairs
+(``--eval-negatives``, default :data:`DEFAULT_EVAL_NEGATIVES`) of the kind
+``--eval-negatives-kind`` names (:data:`NEGATIVE_KINDS`): ``corrupt`` (the default, OGB's
+protocol) keeps the source, (u, n) with n uniform over all nodes; ``uniform`` draws both ends,
+(m, n) (the graph auto-encoder's protocol: random pairs of unconnected nodes). A pair (a, b) is
+rejected when a = b or when it is an edge of the full graph: the graph before the held-out
+edges were removed plus the held-out edges (both directions on a symmetric graph).
 Rejected draws are drawn again for up to :data:`NEGATIVE_ROUNDS` rounds; a draw still rejected
 then is kept, so the array is always full: only a node adjacent to nearly every node can keep one
 (meta.json counts them as ``negatives_kept_rejected``). The stream is ``eval_negatives`` of
 ``--split-seed`` (:func:`hpcgnn.runtime.rng.generator`). A reader's per-positive negatives are
-used as given (``negatives: "dataset"``); a reader's pool negatives (OGB ``edge_neg``, shared by
-all positives) do not fit K per positive and are replaced by uniform ones
-(``dataset_negatives: "pool"`` in meta.json).
+used as given (``negatives: "dataset"``) unless ``--eval-negatives-kind uniform`` asks for
+pairs (``dataset_negatives: "replaced"``); a reader's pool negatives (OGB ``edge_neg``, shared by
+all positives) do not fit K per positive and are replaced by drawn ones (``dataset_negatives:
+"pool"`` in meta.json).
 
 On disk (:mod:`hpcgnn.prep.ondisk`) each evaluation edge is stored by the part that owns its
 destination, in the partitioned (new) ids: :class:`PartLinks`.
@@ -49,25 +53,30 @@ NEGATIVE_ROUNDS = 10
 #: negatives drawn per block, so the draw's temporaries stay a few hundred MiB on any graph
 NEGATIVE_BLOCK = 1 << 23
 FRACTION_TOLERANCE = 1e-6
+#: ``--eval-negatives-kind``: which ends of a negative pair are drawn (see the module docstring)
+NEGATIVE_KINDS = ("corrupt", "uniform")
 EDGE_SPLIT_FORMAT = "expected 'dataset' or three fractions train,val,test (each >= 0, summing to 1, val + test > 0)"
 
 
 @dataclass
 class EvalEdges:
     """Local. One evaluation set: positives ``src[i] -> dst[i]`` (int64 node ids) and ``neg``
-    [n, K]: the corrupted destinations of positive i (their source is ``src[i]``); None before
-    any are drawn, -1 marking an entry still to draw."""
+    [n, K]: the destinations of positive i's negatives; None before any are drawn, -1 marking an
+    entry still to draw. ``neg_src`` [n, K] holds their sources for ``uniform`` pairs; None for
+    ``corrupt`` ones, whose source is ``src[i]``."""
 
     src: np.ndarray
     dst: np.ndarray
     neg: np.ndarray | None = None
+    neg_src: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.src.shape[0])
 
     def select(self, keep) -> EvalEdges:
         """Local. The positives ``keep`` selects (a mask or indices), with their negatives."""
-        return EvalEdges(self.src[keep], self.dst[keep], None if self.neg is None else self.neg[keep])
+        return EvalEdges(self.src[keep], self.dst[keep], *(None if a is None else a[keep]
+                                                           for a in (self.neg, self.neg_src)))
 
 
 @dataclass
@@ -81,6 +90,8 @@ class LinkSplit:
         ``[f_train, f_val, f_test]``, or ``"dataset"`` for a reader's split.
     negatives : str
         ``"uniform"`` (drawn here) or ``"dataset"`` (the reader's per-positive negatives).
+    negatives_kind : str
+        ``"corrupt"`` (negatives share the positive's source) or ``"uniform"`` (both ends drawn).
     num_train : int or None
         Training units left in the message-passing graph; set by :func:`hold_out_edges`.
     symmetric : bool
@@ -100,6 +111,7 @@ class LinkSplit:
     test: EvalEdges
     split: object = "dataset"
     negatives: str = "uniform"
+    negatives_kind: str = "corrupt"
     num_train: int | None = None
     symmetric: bool = False
     seed: int = 0
@@ -114,10 +126,10 @@ class LinkSplit:
         """Local. Check every id is in ``[0, num_nodes)`` (negatives may hold -1: still to draw)
         and each negatives array has one row per positive; InputError naming the set."""
         for name, edges in self.sets().items():
-            for part, ids in (("src", edges.src), ("dst", edges.dst), ("neg", edges.neg)):
+            for part, ids in (("src", edges.src), ("dst", edges.dst), ("neg", edges.neg), ("neg_src", edges.neg_src)):
                 if ids is None or ids.size == 0:
                     continue
-                low = -1 if part == "neg" else 0
+                low = -1 if part.startswith("neg") else 0
                 if int(ids.min()) < low or int(ids.max()) >= num_nodes:
                     bad = int(ids.min()) if int(ids.min()) < low else int(ids.max())
                     raise InputError(where, f"node id out of range [0, {num_nodes})", f"{name}_{part}", bad)
@@ -136,8 +148,11 @@ class LinkSplit:
             keep = (new_id[edges.src] >= 0) & (new_id[edges.dst] >= 0)
             dropped += int((~keep).sum())
             kept = edges.select(keep)
-            neg = None if kept.neg is None else new_id[kept.neg].astype(np.int64)
-            sets[name] = EvalEdges(new_id[kept.src].astype(np.int64), new_id[kept.dst].astype(np.int64), neg)
+            neg, neg_src = (None if a is None else new_id[a].astype(np.int64) for a in (kept.neg, kept.neg_src))
+            if neg_src is not None:  # a pair with a dropped end is drawn again whole
+                neg[neg_src < 0] = -1
+                neg_src[neg < 0] = -1
+            sets[name] = EvalEdges(new_id[kept.src].astype(np.int64), new_id[kept.dst].astype(np.int64), neg, neg_src)
         notes = dict(self.notes)
         if dropped:
             notes["positives_dropped"] = notes.get("positives_dropped", 0) + dropped
@@ -148,6 +163,7 @@ class LinkSplit:
         split = self.split if isinstance(self.split, str) else [float(x) for x in self.split]
         entry = {"symmetric": bool(self.symmetric), "split": split, "seed": int(self.seed),
                  "eval_negatives": int(self.eval_negatives), "negatives": self.negatives,
+                 "negatives_kind": self.negatives_kind,
                  "num_train": int(self.num_train), "num_val": len(self.val), "num_test": len(self.test)}
         entry.update(self.notes)
         return entry
@@ -186,6 +202,13 @@ def parse_eval_negatives(text, where=None) -> int:
     if value < 1:
         raise InputError(where, "must be an integer >= 1 (negatives per evaluation edge)", "--eval-negatives", text)
     return value
+
+
+def parse_negatives_kind(text, where=None) -> str:
+    """Local. ``--eval-negatives-kind``: one of :data:`NEGATIVE_KINDS`, else a one-line InputError."""
+    if text not in NEGATIVE_KINDS:
+        raise InputError(where, f"must be one of {', '.join(NEGATIVE_KINDS)}", "--eval-negatives-kind", text)
+    return text
 
 
 def unit_keys(src, dst, num_nodes, symmetric) -> np.ndarray:
@@ -259,15 +282,18 @@ def choose_held_out(units, num_nodes, fractions, seed, symmetric, where=None) ->
     return LinkSplit(sets["val"], sets["test"], split=list(fractions), symmetric=symmetric, seed=seed)
 
 
-def draw_negatives(src, neg, num_nodes, edge_keys, rng, rounds=NEGATIVE_ROUNDS) -> int:
+def draw_negatives(src, neg, num_nodes, edge_keys, rng, rounds=NEGATIVE_ROUNDS, neg_src=None) -> int:
     """Local. Fill every -1 of ``neg`` [n, K] (in place) with a uniform node n != ``src[i]``
-    such that ``src[i] * num_nodes + n`` is not in ``edge_keys`` (sorted int64).
+    such that ``src[i] * num_nodes + n`` is not in ``edge_keys`` (sorted int64). With
+    ``neg_src`` [n, K] (uniform pairs) the source of each such entry is drawn too, into
+    ``neg_src``, and stands for ``src[i]``.
 
     Rejected draws are drawn again for up to ``rounds`` rounds, then kept. Entries are drawn in
     blocks of :data:`NEGATIVE_BLOCK`, in order, so the result depends only on the inputs and
     ``rng``'s state. Returns the number of entries kept although rejected.
     """
     flat = neg.reshape(-1)  # a view: neg is C-contiguous
+    flat_src = None if neg_src is None else neg_src.reshape(-1)
     k = neg.shape[1]
     kept_rejected = 0
     for begin in range(0, flat.shape[0], NEGATIVE_BLOCK):
@@ -275,16 +301,21 @@ def draw_negatives(src, neg, num_nodes, edge_keys, rng, rounds=NEGATIVE_ROUNDS) 
         for _ in range(rounds):
             if holes.shape[0] == 0:
                 break
+            if flat_src is None:
+                u = src[holes // k]
+            else:
+                u = rng.integers(0, num_nodes, holes.shape[0], dtype=np.int64)
+                flat_src[holes] = u
             draw = rng.integers(0, num_nodes, holes.shape[0], dtype=np.int64)
             flat[holes] = draw
-            u = src[holes // k]
             bad = (draw == u) | is_member(edge_keys, u * np.int64(num_nodes) + draw)
             holes = holes[bad]
         kept_rejected += int(holes.shape[0])
     return kept_rejected
 
 
-def hold_out_edges(graph: Graph, spec, eval_negatives=DEFAULT_EVAL_NEGATIVES, seed=0, where=None) -> Graph:
+def hold_out_edges(graph: Graph, spec, eval_negatives=DEFAULT_EVAL_NEGATIVES, seed=0, where=None,
+                   negatives_kind="corrupt") -> Graph:
     """Local. Hold validation and test edges out of ``graph`` and draw their negatives.
 
     Parameters
@@ -301,6 +332,8 @@ def hold_out_edges(graph: Graph, spec, eval_negatives=DEFAULT_EVAL_NEGATIVES, se
         ``--split-seed``: the split (stream ``edge_split``) and the negatives (``eval_negatives``).
     where : str, optional
         The input, for error messages.
+    negatives_kind : str
+        ``"corrupt"`` or ``"uniform"`` (:data:`NEGATIVE_KINDS`): which ends of a negative are drawn.
 
     Returns
     -------
@@ -339,7 +372,7 @@ def hold_out_edges(graph: Graph, spec, eval_negatives=DEFAULT_EVAL_NEGATIVES, se
     edge_keys = _full_graph_keys(graph, positives, symmetric)
     keep = np.flatnonzero(~is_member(held, edge_units)) if held_in_graph else None
     del edge_units, units, held
-    _complete_negatives(link, n, edge_keys, eval_negatives, seed, where)
+    _complete_negatives(link, n, edge_keys, eval_negatives, seed, where, parse_negatives_kind(negatives_kind, where))
     del edge_keys
     if keep is None:
         return dataclasses.replace(graph, link=link)
@@ -359,14 +392,15 @@ def _full_graph_keys(graph, positives, symmetric) -> np.ndarray:
     return sorted_unique(np.concatenate(pieces))
 
 
-def _complete_negatives(link, num_nodes, edge_keys, eval_negatives, seed, where):
-    """Give every positive of ``link`` its K negatives: the reader's where given (holes drawn), else
-    ``eval_negatives`` uniform ones."""
+def _complete_negatives(link, num_nodes, edge_keys, eval_negatives, seed, where, kind):
+    """Give every positive of ``link`` its K negatives of ``kind``: the reader's where given (holes
+    drawn), else ``eval_negatives`` drawn ones."""
     given = [e.neg for e in (link.val, link.test) if e.neg is not None]
-    if given and len(given) < 2:  # one set with its own negatives, one without: draw both alike
+    if given and (len(given) < 2 or kind == "uniform"):  # drawn alike for both sets, as pairs if asked
         link.val.neg = link.test.neg = None
+        link.notes.setdefault("dataset_negatives", "partial" if len(given) < 2 else "replaced")
         given = []
-        link.notes.setdefault("dataset_negatives", "partial")
+    link.negatives_kind = kind
     if given:
         widths = {g.shape[1] for g in given}
         if len(widths) > 1:
@@ -383,7 +417,11 @@ def _complete_negatives(link, num_nodes, edge_keys, eval_negatives, seed, where)
         else:
             edges.neg = np.ascontiguousarray(edges.neg, dtype=np.int64)
             redrawn += int((edges.neg < 0).sum())
-        kept += draw_negatives(edges.src, edges.neg, num_nodes, edge_keys, rng)
+        if kind == "uniform" and edges.neg_src is None:
+            edges.neg_src = np.full_like(edges.neg, -1)
+        elif kind == "corrupt":
+            edges.neg_src = None
+        kept += draw_negatives(edges.src, edges.neg, num_nodes, edge_keys, rng, neg_src=edges.neg_src)
     if redrawn:
         link.notes["negatives_redrawn"] = redrawn
     if kept:
@@ -413,16 +451,17 @@ class PartLinks:
             owner = np.searchsorted(node_starts, dst, side="right") - 1
             order = np.argsort(owner, kind="stable")
             bounds = np.searchsorted(owner[order], np.arange(num_parts + 1))
-            neg = new_id[edges.neg[order]].astype(np.int64, copy=False)
-            self.sets[name] = (src[order], dst[order], neg, bounds)
+            arrays = {"src": src[order], "dst": dst[order], "neg": edges.neg, "neg_src": edges.neg_src}
+            self.sets[name] = ({key: new_id[a[order]].astype(np.int64, copy=False) if key.startswith("neg") else a
+                                for key, a in arrays.items() if a is not None}, bounds)
 
     def part_arrays(self, part_id) -> dict:
         """Local. Part ``part_id``'s datasets: ``link_<set>_src``/``_dst`` int64 [n_p] and
-        ``link_<set>_neg`` int64 [n_p, K], new global ids."""
-        arrays = {}
-        for name, (src, dst, neg, bounds) in self.sets.items():
+        ``link_<set>_neg`` (and for uniform pairs ``link_<set>_neg_src``) int64 [n_p, K], new
+        global ids."""
+        out = {}
+        for name, (arrays, bounds) in self.sets.items():
             rows = slice(bounds[part_id], bounds[part_id + 1])
-            prefix = f"{ondisk.LINK_PREFIX}{name}_"
-            arrays.update({prefix + "src": src[rows], prefix + "dst": dst[rows],
-                           prefix + "neg": np.ascontiguousarray(neg[rows])})
-        return arrays
+            out.update({f"{ondisk.LINK_PREFIX}{name}_{key}": np.ascontiguousarray(a[rows])
+                        for key, a in arrays.items()})
+        return out

@@ -72,9 +72,10 @@ def _held_out_keys(directory, meta, problems):
                     continue
                 start, end = part.node_range
                 for split in ondisk.LINK_SPLITS:
-                    src, dst, neg = (part.read(f"{ondisk.LINK_PREFIX}{split}_{a}") for a in ondisk.LINK_ARRAYS)
+                    arrays = [part.read(f"{ondisk.LINK_PREFIX}{split}_{a}") for a in ondisk.link_arrays(meta)]
+                    src, dst = arrays[:2]
                     label = f"{info['file']}: {ondisk.LINK_PREFIX}{split}"
-                    if any(ids.size and (ids.min() < 0 or ids.max() >= n) for ids in (src, dst, neg)):
+                    if any(ids.size and (ids.min() < 0 or ids.max() >= n) for ids in arrays):
                         problems.append(f"{label} has ids outside [0, {n})")
                         continue
                     if dst.size and (dst.min() < start or dst.max() >= end):
@@ -189,7 +190,9 @@ def describe(meta: dict) -> str:
         per_part += " ..." if len(meta["parts"]) > 16 else ""
         lines.append(f"edge sets ({'undirected' if link['symmetric'] else 'directed'} edges, split {split}, "
                      f"seed {link['seed']}): {link['num_train']:,} train, {link['num_val']:,} val, "
-                     f"{link['num_test']:,} test; {link['eval_negatives']} {link['negatives']} negatives per "
+                     f"{link['num_test']:,} test; {link['eval_negatives']} "
+                     f"{link.get('negatives_kind', 'corrupt')} negatives "
+                     f"({'drawn' if link['negatives'] == 'uniform' else 'from the dataset'}) per "
                      f"val/test edge; val/test per part: {per_part}")
     return "\n".join(lines)
 

@@ -16,11 +16,14 @@ owns its destination, in the partitioned (new) global ids:
 
 ``link_val_src``   int64 [v_p]      source of each validation positive
 ``link_val_dst``   int64 [v_p]      its destination, owned by this part
-``link_val_neg``   int64 [v_p, K]   K corrupted destinations per positive (source: ``link_val_src``)
+``link_val_neg``   int64 [v_p, K]   the destinations of each positive's K negatives
+``link_val_neg_src`` int64 [v_p, K] their sources, only for ``uniform`` pairs (``corrupt``
+                                   negatives share the positive's source, ``link_val_src``)
 ``link_test_*``    the same for the test edges
 
 ``meta.json`` then holds ``link``: ``{"symmetric": bool, "split": [f_train, f_val, f_test] or
-"dataset", "seed": int, "eval_negatives": K, "negatives": "uniform" or "dataset", "num_train":
+"dataset", "seed": int, "eval_negatives": K, "negatives": "uniform" or "dataset",
+"negatives_kind": "corrupt" or "uniform" (absent: corrupt), "num_train":
 training units, "num_val": int, "num_test": int}`` (optional notes beside them:
 ``split_scheme``, ``dataset_negatives``, ``negatives_redrawn``, ``positives_dropped``,
 ``negatives_kept_rejected``: :class:`hpcgnn.prep.edge_split.LinkSplit`),
@@ -73,6 +76,8 @@ LINK_SPLITS = ("val", "test")
 LINK_ARRAYS = ("src", "dst", "neg")
 LINK_META_COUNTS = ("num_train", "num_val", "num_test")
 LINK_NEGATIVES = ("uniform", "dataset")
+#: ``link.negatives_kind``: negatives ``(src, n)`` sharing the positive's source, or pairs ``(m, n)``
+LINK_NEGATIVE_KINDS = ("corrupt", "uniform")
 # Bytes per chunk of a checksummed dataset. HDF5's default chunk cache holds one such chunk;
 # whole-dataset reads of 0.5-2 MiB chunks ran equally fast, 64 KiB and 16 MiB ones 20-60%
 # slower (190 MiB float32 features, warm page cache).
@@ -90,7 +95,13 @@ def link_datasets(meta) -> list[str]:
     ``meta`` has no ``link``."""
     if not isinstance(meta, dict) or meta.get("link") is None:
         return []
-    return [f"{LINK_PREFIX}{split}_{array}" for split in LINK_SPLITS for array in LINK_ARRAYS]
+    return [f"{LINK_PREFIX}{split}_{array}" for split in LINK_SPLITS for array in link_arrays(meta)]
+
+
+def link_arrays(meta) -> tuple:
+    """Local. The arrays of each edge set: :data:`LINK_ARRAYS`, and ``neg_src`` for uniform pairs."""
+    uniform = meta["link"].get("negatives_kind", "corrupt") == "uniform"
+    return LINK_ARRAYS + ("neg_src",) if uniform else LINK_ARRAYS
 
 
 def id_dtype(count: int):
@@ -245,6 +256,9 @@ def _check_link(path, meta):
         raise InputError(path, "must be a positive integer", "link.eval_negatives", link.get("eval_negatives"))
     if link.get("negatives") not in LINK_NEGATIVES:
         raise InputError(path, f"must be one of {', '.join(LINK_NEGATIVES)}", "link.negatives", link.get("negatives"))
+    if link.get("negatives_kind", "corrupt") not in LINK_NEGATIVE_KINDS:
+        raise InputError(path, f"must be one of {', '.join(LINK_NEGATIVE_KINDS)}", "link.negatives_kind",
+                         link.get("negatives_kind"))
     for key in LINK_META_COUNTS:
         if not _is_int(link.get(key)) or link[key] < 0:
             raise InputError(path, "must be a non-negative integer", f"link.{key}", link.get(key))
@@ -381,8 +395,8 @@ class PartFile:
             k, info = self.meta["link"]["eval_negatives"], self.meta["parts"][self.part_id]
             for split in LINK_SPLITS:
                 count = info[f"{LINK_PREFIX}{split}"]
-                for array in LINK_ARRAYS:
-                    shape = (count, k) if array == "neg" else (count,)
+                for array in link_arrays(self.meta):
+                    shape = (count, k) if array.startswith("neg") else (count,)
                     want[f"{LINK_PREFIX}{split}_{array}"] = (shape, np.dtype(np.int64))
         return want
 

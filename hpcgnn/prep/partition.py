@@ -23,6 +23,7 @@ from hpcgnn.prep.edge_split import (
     hold_out_edges,
     parse_edge_split,
     parse_eval_negatives,
+    parse_negatives_kind,
 )
 from hpcgnn.prep.graph import MASKS, ORIG_ID, Graph
 from hpcgnn.prep.metis import part_graph_kway
@@ -421,6 +422,9 @@ def build_parser():
     links.add_argument("--eval-negatives", type=parse_eval_negatives, default=None, metavar="K",
                        help="negatives per validation/test edge, drawn once: uniform destinations that "
                             "are not edges of the graph (default: 100, or the dataset's own)")
+    links.add_argument("--eval-negatives-kind", type=parse_negatives_kind, default=None, metavar="KIND",
+                       help="corrupt: (u, n) beside each positive (u, v), OGB's protocol (default); uniform: "
+                            "random pairs (m, n), the graph auto-encoder's protocol")
     add_reader_arguments(parser)
     return parser
 
@@ -433,8 +437,9 @@ def main(argv=None):
     rank = comm.rank if comm is not None else 0
     if args.parts < 1:
         raise InputError(None, "must be at least 1", "--parts", args.parts)
-    if args.eval_negatives is not None and args.edge_split is None:
-        raise InputError(None, "applies only with --edge-split", "--eval-negatives", args.eval_negatives)
+    for flag, value in (("--eval-negatives", args.eval_negatives), ("--eval-negatives-kind", args.eval_negatives_kind)):
+        if value is not None and args.edge_split is None:
+            raise InputError(None, "applies only with --edge-split", flag, value)
     out_dir = os.path.abspath(args.out)
     graph, source = None, None
     log = StageLog("partition", enabled=rank == 0)
@@ -495,11 +500,13 @@ def apply_edge_split(graph: Graph, args, log=silent) -> Graph:
             graph.link = None
         return graph
     k = args.eval_negatives if args.eval_negatives is not None else DEFAULT_EVAL_NEGATIVES
-    graph = hold_out_edges(graph, args.edge_split, k, args.split_seed, where=args.input)
+    graph = hold_out_edges(graph, args.edge_split, k, args.split_seed, where=args.input,
+                           negatives_kind=args.eval_negatives_kind or "corrupt")
     link = graph.link
     log(f"edge split {_shown_edge_split(args.edge_split)}: {link.num_train:,} train, {len(link.val):,} val, "
         f"{len(link.test):,} test {'undirected ' if link.symmetric else ''}edges, {link.eval_negatives} "
-        f"{link.negatives} negatives each; {graph.num_edges:,} edges left")
+        f"{link.negatives_kind} negatives ({'drawn' if link.negatives == 'uniform' else 'from the dataset'}) each; "
+        f"{graph.num_edges:,} edges left")
     return graph
 
 

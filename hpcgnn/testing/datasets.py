@@ -81,15 +81,16 @@ def link_graph(num_nodes=400, avg_degree=8, p_inside=0.9, feat_dim=8, seed=0, di
 EDGE_SPLIT = (0.8, 0.1, 0.1)
 
 
-def make_link_dataset(comm, shared_tmp, parts, name="link", eval_negatives=20, contiguous=False, **graph_args):
+def make_link_dataset(comm, shared_tmp, parts, name="link", eval_negatives=20, contiguous=False,
+                      negatives_kind="corrupt", **graph_args):
     """Collective over comm. Rank 0 holds edges out of :func:`link_graph` (:data:`EDGE_SPLIT`,
-    ``eval_negatives`` per evaluation edge) and partitions it into ``parts`` once; every rank
+    ``eval_negatives`` per evaluation edge, of ``negatives_kind``) and partitions it into ``parts`` once; every rank
     gets ``(path, graph)``. ``contiguous`` deals nodes out in input order (part p takes the p-th
     block of ids) instead of METIS, so node and edge ids are the same for any part count."""
     from hpcgnn.prep import partition  # deferred: the module under test patches it
     from hpcgnn.prep.edge_split import hold_out_edges  # deferred: only link tests need it
 
-    graph = hold_out_edges(link_graph(**graph_args), EDGE_SPLIT, eval_negatives, seed=0)
+    graph = hold_out_edges(link_graph(**graph_args), EDGE_SPLIT, eval_negatives, seed=0, negatives_kind=negatives_kind)
     path = os.path.join(shared_tmp, f"{name}{parts}")
     if comm.rank == 0 and not os.path.exists(path):
         method = "random" if contiguous else "metis"

@@ -2,7 +2,8 @@
 
 Each rank holds the evaluation edges it owns: ``pos`` [n], the score (a logit) of each
 positive edge, and ``neg`` [n, K], the scores of that positive's K fixed negatives (the same
-source, a corrupted destination). ``n`` may differ between ranks and be 0 on some.
+source and a corrupted destination, or uniform pairs, as the dataset was partitioned). ``n``
+may differ between ranks and be 0 on some.
 
 Metrics (record keys ``{split}_{name}``, e.g. ``val_auc``, ``test_hits@10``):
 

@@ -14,6 +14,7 @@ drawn once by ``hpcgnn partition``), and the metrics are reduced over the ranks
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 import torch
@@ -32,6 +33,8 @@ SPLITS = ("val", "test")
 LOSSES = ("bce", "margin")
 #: pairs scored at once in evaluation: bounds the gathered embedding rows
 EVAL_CHUNK_PAIRS = 1 << 18
+#: the share of all training edges in one global batch above which --exclude self is warned about
+EXCLUSION_WARN_SHARE = 0.5
 
 
 def require_edge_sets(graph, where):
@@ -50,9 +53,15 @@ def link_dataset_sizes(graph) -> dict:
 def build_link_loader(graph, args, sampler, prefetch) -> EdgeDataLoader:
     """Collective over graph.comm. This rank's training edges in batches, with negatives."""
     seeds = edge_split(graph, seed=args.seed)
-    if graph.comm.allreduce(seeds.eids.shape[0]) == 0:
+    total = graph.comm.allreduce(seeds.eids.shape[0])
+    if total == 0:
         raise InputError(os.path.join(args.data, "meta.json"), "no training edges: the message-passing graph is empty",
                          "num_edges", 0)
+    hidden = min(1.0, args.batch_size * graph.comm.size / total)
+    if args.exclude == "self" and hidden >= EXCLUSION_WARN_SHARE and graph.comm.rank == 0:
+        print(f"hpcgnn: warning: a batch holds {hidden:.0%} of the training edges and --exclude self hides "
+              "them from its neighbourhoods, so the encoder sees little of the graph; use smaller batches, or "
+              "--exclude none for full-batch (graph auto-encoder) training", file=sys.stderr, flush=True)
     negatives = build_negative_sampler(args.negative_sampler, args.negatives, graph)
     return EdgeDataLoader(graph, seeds, sampler, negatives, args.batch_size, prefetch=prefetch, seed=args.seed,
                           feature="feat" if "feat" in graph.ndata else None, exclude=args.exclude == "self",
@@ -93,9 +102,10 @@ class LinkLoss:
 
 
 @torch.no_grad()
-def score_edges(model, embeddings, src, dst, neg):
+def score_edges(model, embeddings, src, dst, neg, neg_src=None):
     """Local. ``(pos [n], neg [n, K])`` float64 logits of positive edges ``src -> dst`` and of each
-    one's negatives ``src -> neg[i, j]``, embeddings read from the DistTensor ``embeddings``."""
+    one's negatives ``src -> neg[i, j]`` (``neg_src[i, j] -> neg[i, j]`` when given), embeddings
+    read from the DistTensor ``embeddings``."""
     n, k = neg.shape
     pos_scores, neg_scores = np.empty(n), np.empty((n, k))
     step = max(1, EVAL_CHUNK_PAIRS // (k + 1))
@@ -104,8 +114,12 @@ def score_edges(model, embeddings, src, dst, neg):
         h_src = torch.from_numpy(embeddings.gather(src[lo:hi]))
         h_dst = torch.from_numpy(embeddings.gather(dst[lo:hi]))
         h_neg = torch.from_numpy(embeddings.gather(neg[lo:hi].reshape(-1)))
+        if neg_src is None:
+            h_neg_src = h_src.repeat_interleave(k, 0)
+        else:
+            h_neg_src = torch.from_numpy(embeddings.gather(neg_src[lo:hi].reshape(-1)))
         pos_scores[lo:hi] = model.score(h_src, h_dst).numpy()
-        neg_scores[lo:hi] = model.score(h_src.repeat_interleave(k, 0), h_neg).view(hi - lo, k).numpy()
+        neg_scores[lo:hi] = model.score(h_neg_src, h_neg).view(hi - lo, k).numpy()
     return pos_scores, neg_scores
 
 

@@ -51,9 +51,13 @@ def assert_negatives_valid(graph, link):
     full = np.unique(np.concatenate(full))
     for edges in link.sets().values():
         assert edges.neg.shape == (len(edges), link.eval_negatives) and edges.neg.dtype == np.int64
-        assert (edges.neg >= 0).all() and (edges.neg < n).all()
-        assert not (edges.neg == edges.src[:, None]).any()
-        assert not np.isin(keys_of(np.repeat(edges.src, edges.neg.shape[1]), edges.neg.reshape(-1), n), full).any()
+        assert (edges.neg_src is None) == (link.negatives_kind == "corrupt")
+        neg_src = np.repeat(edges.src[:, None], edges.neg.shape[1], 1) if edges.neg_src is None else edges.neg_src
+        assert neg_src.shape == edges.neg.shape and neg_src.dtype == np.int64
+        for ids in (edges.neg, neg_src):
+            assert (ids >= 0).all() and (ids < n).all()
+        assert not (edges.neg == neg_src).any()
+        assert not np.isin(keys_of(neg_src.reshape(-1), edges.neg.reshape(-1), n), full).any()
 
 
 # --- the split in memory ---------------------------------------------------------------------------
@@ -88,8 +92,27 @@ def test_symmetric_split_invariants():
     assert np.array_equal(out.edata["weight"], graph.edata["weight"][pos])
     assert_negatives_valid(graph, link)
     assert link.meta() == {"symmetric": True, "split": list(FRACTIONS), "seed": 3, "eval_negatives": 7,
-                           "negatives": "uniform", "num_train": link.num_train, "num_val": len(link.val),
+                           "negatives": "uniform", "negatives_kind": "corrupt", "num_train": link.num_train,
+                           "num_val": len(link.val),
                            "num_test": len(link.test)}
+
+
+def test_uniform_pair_negatives():
+    graph = sym_graph(num_nodes=400)
+    n = graph.num_nodes
+    out = hold_out_edges(graph, FRACTIONS, eval_negatives=50, seed=5, negatives_kind="uniform")
+    link = out.link
+    assert link.negatives_kind == "uniform" and link.meta()["negatives_kind"] == "uniform"
+    assert_negatives_valid(graph, link)
+    corrupt = hold_out_edges(graph, FRACTIONS, eval_negatives=50, seed=5)
+    assert np.array_equal(corrupt.link.test.src, link.test.src)  # the same split, other negatives
+    ends = np.concatenate([e.neg_src.reshape(-1) for e in link.sets().values()])
+    # both ends are drawn: the sources are not the positives' and spread over every node
+    assert (link.test.neg_src != link.test.src[:, None]).mean() > 0.95
+    counts = np.bincount(ends, minlength=n)
+    expected = ends.size / n
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    assert chi2 < n + 5 * np.sqrt(2 * n), chi2  # n - 1 degrees of freedom, a 5-sigma bound
 
 
 def test_directed_split_units_are_distinct_pairs():
@@ -168,8 +191,7 @@ def link_sets_in_orig_ids(directory):
     orig = np.concatenate([p["orig_id"] for p in parts])
     out = {}
     for split in ondisk.LINK_SPLITS:
-        rows = [np.column_stack([orig[p[f"link_{split}_src"]], orig[p[f"link_{split}_dst"]],
-                                 orig[p[f"link_{split}_neg"]]]) for p in parts]
+        rows = [np.column_stack([orig[p[f"link_{split}_{a}"]] for a in ondisk.link_arrays(meta)]) for p in parts]
         joined = np.concatenate(rows)
         out[split] = joined[np.lexsort(joined.T[::-1])]
     return out
@@ -183,10 +205,11 @@ def check_dataset_links(directory):
         dst = start + np.repeat(np.arange(end - start), np.diff(arrays["indptr"]))
         csc_keys.append(keys_of(arrays["indices"], dst, n))
         for split in ondisk.LINK_SPLITS:
-            src, dst_eval, neg = (arrays[f"link_{split}_{a}"] for a in ondisk.LINK_ARRAYS)
-            assert src.dtype == dst_eval.dtype == neg.dtype == np.int64
+            src, dst_eval, *negs = (arrays[f"link_{split}_{a}"] for a in ondisk.link_arrays(meta))
+            assert len(negs) == (2 if link.get("negatives_kind") == "uniform" else 1)
+            assert all(a.dtype == np.int64 for a in (src, dst_eval, *negs))
             assert ((dst_eval >= start) & (dst_eval < end)).all()  # owned by the part
-            assert neg.shape == (src.shape[0], link["eval_negatives"])
+            assert all(neg.shape == (src.shape[0], link["eval_negatives"]) for neg in negs)
             assert meta["parts"][p][f"link_{split}"] == src.shape[0]
     csc_keys = np.concatenate(csc_keys)
     for split in ondisk.LINK_SPLITS:
@@ -199,8 +222,9 @@ def check_dataset_links(directory):
     return meta
 
 
-def test_parts_hold_the_same_edge_sets_for_1_2_4_parts(tmp_path):
-    graph = hold_out_edges(sym_graph(), FRACTIONS, eval_negatives=6, seed=2)
+@pytest.mark.parametrize("kind", ["corrupt", "uniform"])
+def test_parts_hold_the_same_edge_sets_for_1_2_4_parts(tmp_path, kind):
+    graph = hold_out_edges(sym_graph(), FRACTIONS, eval_negatives=6, seed=2, negatives_kind=kind)
     sets = []
     for parts in (1, 2, 4):
         meta = partition_graph(graph, tmp_path / f"p{parts}", parts, "metis")
@@ -210,8 +234,8 @@ def test_parts_hold_the_same_edge_sets_for_1_2_4_parts(tmp_path):
         check_dataset_links(tmp_path / f"p{parts}")
         sets.append(link_sets_in_orig_ids(tmp_path / f"p{parts}"))
     for split in ondisk.LINK_SPLITS:
-        want = np.column_stack([graph.link.sets()[split].src, graph.link.sets()[split].dst,
-                                graph.link.sets()[split].neg])
+        edges = graph.link.sets()[split]
+        want = np.column_stack([edges.src, edges.dst, edges.neg] + ([edges.neg_src] if kind == "uniform" else []))
         want = want[np.lexsort(want.T[::-1])]
         for got in sets:
             assert np.array_equal(got[split], want)
@@ -230,7 +254,7 @@ def test_cli_edge_split_then_inspect(tmp_path, capsys):
     assert inspection.main([str(out), "--verify"]) == 0
     text = capsys.readouterr().out
     assert "verify: OK" in text and "edge sets (undirected edges, split 0.8,0.1,0.1, seed 4)" in text
-    assert "9 uniform negatives" in text
+    assert "9 corrupt negatives (drawn)" in text
     # an evaluation edge planted into the adjacency is found
     part = ondisk.read_part(out, meta, 0)
     lid = int(np.flatnonzero(np.diff(part["indptr"]))[0])
@@ -348,6 +372,12 @@ def test_ogb_link_directory(tmp_path, style):
         want = np.column_stack([given["source_node"].numpy(), given["target_node"].numpy(),
                                 given["target_node_neg"].numpy()])
         assert np.array_equal(sets["test"], want[np.lexsort(want.T[::-1])])
+        # pairs asked for: the dataset's (u, n) negatives are replaced, noted in meta.json
+        assert partition_cmd.main([str(root), "--parts", "2", "--out", str(out), "--force", "--symmetrize",
+                                   "--edge-split", "dataset", "--eval-negatives-kind", "uniform"]) == 0
+        link = check_dataset_links(out)["link"]
+        assert link["negatives"] == "uniform" and link["negatives_kind"] == "uniform"
+        assert link["dataset_negatives"] == "replaced" and link["eval_negatives"] == 100
 
 
 def test_ogb_link_largest_component_renumbers_the_split(tmp_path):
@@ -415,6 +445,10 @@ def test_cli_refusals_are_one_line_and_leave_nothing(tmp_path):
         ((tiny, "--edge-split", "0.85,0.05,0.1"),
          r"tiny\.npz: field '--edge-split': graph too small to split.*\(value 0\.85,0\.05,0\.1\)"),
         ((graph_path, "--edge-split", "dataset"), r"g\.npz: field '--edge-split': the input has no edge split"),
+        ((graph_path, "--edge-split", "0.8,0.1,0.1", "--eval-negatives-kind", "pairs"),
+         r"field '--eval-negatives-kind': must be one of corrupt, uniform \(value pairs\)"),
+        ((graph_path, "--eval-negatives-kind", "uniform"),
+         r"field '--eval-negatives-kind': applies only with --edge-split \(value uniform\)"),
     ]
     for index, (args, pattern) in enumerate(cases):
         out = tmp_path / f"out{index}"
@@ -434,7 +468,8 @@ def test_cli_refusals_are_one_line_and_leave_nothing(tmp_path):
 def test_dist_graph_reads_its_edge_sets(nranks, comm, shared_tmp):
     from hpcgnn import DistGraph
 
-    graph = hold_out_edges(sym_graph(200), FRACTIONS, eval_negatives=4, seed=1) if comm.rank == 0 else None
+    graph = hold_out_edges(sym_graph(200), FRACTIONS, eval_negatives=4, seed=1,
+                           negatives_kind="uniform") if comm.rank == 0 else None
     path, plain, serial = (os.path.join(shared_tmp, name) for name in ("links", "plain", "serial"))
     if comm.rank == 0:
         partition_graph(graph, serial, nranks, "metis")
@@ -452,7 +487,7 @@ def test_dist_graph_reads_its_edge_sets(nranks, comm, shared_tmp):
         assert g.link_meta == meta["link"]
         mine = ondisk.read_part(path, meta, comm.rank)
         for split in ondisk.LINK_SPLITS:
-            for array, got in zip(ondisk.LINK_ARRAYS, g.link[split], strict=True):
+            for array, got in zip(ondisk.link_arrays(meta), g.link[split], strict=True):
                 assert got.dtype == np.int64 and np.array_equal(got, mine[f"link_{split}_{array}"])
             assert ((g.link[split][1] >= g.local_nodes[0]) & (g.link[split][1] < g.local_nodes[1])).all()
         total = comm.allreduce(len(g.link["test"][0]))

@@ -141,6 +141,46 @@ def test_evaluate_reports_a_link_checkpoints_training_figures(nranks, comm, shar
         assert h5["embedding"].shape[1] == 16  # the encoder's output: every node's embedding
 
 
+def test_score_edges_reads_each_negatives_own_source():
+    from hpcgnn.nn.link import DotPredictor, LinkModel
+    from hpcgnn.training.link_task import score_edges
+
+    class Rows:  # the DistTensor interface score_edges reads: gather by global id
+        def __init__(self, array):
+            self.array = array
+
+        def gather(self, ids):
+            return self.array[ids]
+
+    rng = np.random.default_rng(0)
+    emb = rng.standard_normal((30, 4)).astype(np.float32)
+    src, dst = rng.integers(0, 30, 7), rng.integers(0, 30, 7)
+    neg, neg_src = rng.integers(0, 30, (7, 3)), rng.integers(0, 30, (7, 3))
+    model = LinkModel(torch.nn.Identity(), DotPredictor(4))
+    pos, corrupt = score_edges(model, Rows(emb), src, dst, neg)
+    _, pairs = score_edges(model, Rows(emb), src, dst, neg, neg_src)
+    assert np.allclose(pos, (emb[src] * emb[dst]).sum(1), atol=1e-6)
+    assert np.allclose(corrupt, (emb[src][:, None] * emb[neg]).sum(-1), atol=1e-6)
+    assert np.allclose(pairs, (emb[neg_src] * emb[neg]).sum(-1), atol=1e-6)
+
+
+def test_uniform_pair_negatives_train_and_a_whole_graph_batch_warns(tmp_path, capsys):
+    from mpi4py import MPI
+
+    from hpcgnn.training.loop import run
+
+    path, _ = make_link_dataset(MPI.COMM_WORLD, str(tmp_path), 1, name="pairs", negatives_kind="uniform")
+    _, history = run(link_args(path, "--epochs", "1", "--eval-every", "1"), MPI.COMM_WORLD)
+    assert "warning" not in capsys.readouterr().err
+    assert 0.5 < history[-1]["test_auc"] <= 1.0 and history[-1]["test_ap"] is not None
+    run(link_args(path, "--epochs", "1", "--eval-every", "0", "--batch-size", "100000"), MPI.COMM_WORLD)
+    err = capsys.readouterr().err
+    assert "warning: a batch holds 100% of the training edges" in err and "--exclude none" in err
+    run(link_args(path, "--epochs", "1", "--eval-every", "0", "--batch-size", "100000", "--exclude", "none"),
+        MPI.COMM_WORLD)
+    assert "warning" not in capsys.readouterr().err
+
+
 def _cli(*argv):
     return subprocess.run([sys.executable, "-m", "hpcgnn.train", *argv], capture_output=True, text=True,
                           timeout=120, env=dict(os.environ, OMP_NUM_THREADS="1"))

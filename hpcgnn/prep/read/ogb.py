@@ -26,7 +26,8 @@ from hpcgnn.runtime.errors import InputError
 SPLIT_FILES = (("train", "train_mask"), ("valid", "val_mask"), ("test", "test_mask"))
 
 
-def _find(directory, stem):
+def find_file(directory, stem):
+    """Local. ``directory/stem.csv.gz`` or ``stem.csv``, whichever exists; None if neither."""
     for suffix in (".csv.gz", ".csv"):
         candidate = os.path.join(directory, stem + suffix)
         if os.path.isfile(candidate):
@@ -34,22 +35,40 @@ def _find(directory, stem):
     return None
 
 
-def _require(directory, stem):
-    found = _find(directory, stem)
+def require_file(directory, stem):
+    """Local. :func:`find_file`, or an InputError naming the missing file."""
+    found = find_file(directory, stem)
     if found is None:
         raise InputError(os.path.join(directory, stem + ".csv.gz"), "required OGB file missing", stem,
                          "<absent>")
     return found
 
 
-def _single_count(path, what):
+def single_count(path, what):
+    """Local. The one positive count of a ``num-node-list``/``num-edge-list`` file (one graph)."""
     counts = read_numeric_table(path, np.int64, names=[what])
     if counts.shape[0] != 1:
-        raise InputError(path, "expected one graph (node-property dataset), found several", what,
-                         counts.shape[0])
+        raise InputError(path, "expected one graph, found several", what, counts.shape[0])
     if counts[0, 0] <= 0:
         raise InputError(path, "must be positive", what, int(counts[0, 0]))
     return int(counts[0, 0])
+
+
+def dataset_root(directory) -> str:
+    """Local. The dataset directory, also when given its ``raw/`` (which holds ``edge.csv``)."""
+    directory = os.fspath(directory).rstrip("/") or "/"
+    if os.path.basename(directory) == "raw" and find_file(directory, "edge"):
+        directory = os.path.dirname(directory) or "."
+    return directory
+
+
+def node_features(raw, num_nodes, chunk_bytes) -> dict:
+    """Local. ``{"feat": float32 [num_nodes, F]}`` from ``raw/node-feat.csv(.gz)``; empty without one."""
+    path = find_file(raw, "node-feat")
+    if path is None:
+        return {}
+    return {"feat": read_numeric_table(path, np.float32, expected_rows=num_nodes,
+                                       expected_from="nodes in num-node-list", chunk_bytes=chunk_bytes)}
 
 
 def split_schemes(directory):
@@ -95,7 +114,7 @@ def _masks(directory, scheme, num_nodes, chunk_bytes):
     scheme_dir = os.path.join(directory, "split", scheme)
     masks = {}
     for stem, mask_name in SPLIT_FILES:
-        path = _require(scheme_dir, stem)
+        path = require_file(scheme_dir, stem)
         ids = read_numeric_table(path, np.int64, names=[stem], allow_empty=True, chunk_bytes=chunk_bytes)[:, 0]
         if ids.size and (ids.min() < 0 or ids.max() >= num_nodes):
             bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
@@ -129,16 +148,14 @@ def read_ogb(directory, split=None, name=None, chunk_bytes=DEFAULT_CHUNK_BYTES) 
         ``label`` (int64, -1 where NaN; [N, T] for multi-task labels), ``edata['feat']``
         and boolean ``train_mask`` / ``val_mask`` / ``test_mask``.
     """
-    directory = os.fspath(directory).rstrip("/") or "/"
+    directory = dataset_root(directory)
     if not os.path.isdir(directory):
         raise InputError(directory, "OGB dataset directory not found")
-    if os.path.basename(directory) == "raw" and _find(directory, "edge"):
-        directory = os.path.dirname(directory) or "."
     raw = os.path.join(directory, "raw")
-    edge_path = _require(raw, "edge")
-    num_nodes = _single_count(_require(raw, "num-node-list"), "num_nodes")
-    edge_count_path = _find(raw, "num-edge-list")
-    num_edges = _single_count(edge_count_path, "num_edges") if edge_count_path else None
+    edge_path = require_file(raw, "edge")
+    num_nodes = single_count(require_file(raw, "num-node-list"), "num_nodes")
+    edge_count_path = find_file(raw, "num-edge-list")
+    num_edges = single_count(edge_count_path, "num_edges") if edge_count_path else None
     # Fortran order makes each column a contiguous array, so src/dst need no extra copy.
     edges = read_numeric_table(edge_path, np.int64, names=["src", "dst"], expected_rows=num_edges,
                                expected_from="edges in num-edge-list", order="F", chunk_bytes=chunk_bytes)
@@ -148,16 +165,13 @@ def read_ogb(directory, split=None, name=None, chunk_bytes=DEFAULT_CHUNK_BYTES) 
             bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
             raise InputError(edge_path, f"node id out of range [0, {num_nodes})", field, bad)
     # Features, labels and masks below have num_nodes rows: refuse an impossible count first.
-    check_memory(_require(raw, "num-node-list"), num_nodes, src.shape[0], "num_nodes", num_nodes)
+    check_memory(require_file(raw, "num-node-list"), num_nodes, src.shape[0], "num_nodes", num_nodes)
     ndata, edata = {}, {}
-    feat_path = _find(raw, "node-feat")
-    if feat_path:
-        ndata["feat"] = read_numeric_table(feat_path, np.float32, expected_rows=num_nodes,
-                                           expected_from="nodes in num-node-list", chunk_bytes=chunk_bytes)
-    label_path = _find(raw, "node-label")
+    ndata.update(node_features(raw, num_nodes, chunk_bytes))
+    label_path = find_file(raw, "node-label")
     if label_path:
         ndata["label"] = _labels(label_path, num_nodes, chunk_bytes)
-    edge_feat_path = _find(raw, "edge-feat")
+    edge_feat_path = find_file(raw, "edge-feat")
     if edge_feat_path:
         edata["feat"] = read_numeric_table(edge_feat_path, np.float32, expected_rows=src.shape[0],
                                            expected_from="edges in edge.csv", chunk_bytes=chunk_bytes)

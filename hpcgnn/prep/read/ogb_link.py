@@ -30,20 +30,12 @@ import numpy as np
 
 from hpcgnn.prep.edge_split import EvalEdges, LinkSplit
 from hpcgnn.prep.graph import Graph, as_index_array, check_memory
-from hpcgnn.prep.read.ogb import read_ogb, split_schemes
+from hpcgnn.prep.read.ogb import dataset_root, find_file, node_features, read_ogb, single_count, split_schemes
 from hpcgnn.prep.read.text import DEFAULT_CHUNK_BYTES, read_numeric_table
 from hpcgnn.runtime.errors import InputError
 
 #: the split files of a scheme, and the evaluation set each one holds
 SPLIT_FILES = (("valid", "val"), ("test", "test"))
-
-
-def _find(directory, stem):
-    for suffix in (".csv.gz", ".csv"):
-        candidate = os.path.join(directory, stem + suffix)
-        if os.path.isfile(candidate):
-            return candidate
-    return None
 
 
 def link_schemes(directory) -> list:
@@ -55,7 +47,7 @@ def link_schemes(directory) -> list:
 def is_ogb_link(directory) -> bool:
     """Local. Whether ``directory`` (or its parent, given its ``raw/``) is an OGB link dataset:
     some ``split/<scheme>/train.pt`` rather than a node split's ``train.csv.gz``."""
-    directory = _dataset_root(directory)
+    directory = dataset_root(directory)
     return bool(link_schemes(directory))
 
 
@@ -64,13 +56,6 @@ def read_ogb_any(directory, split=None, name=None, chunk_bytes=DEFAULT_CHUNK_BYT
     dataset (:func:`is_ogb_link`), else the node-property reader ``read_ogb`` (same options)."""
     reader = read_ogb_link if is_ogb_link(directory) else read_ogb
     return reader(directory, split=split, name=name, chunk_bytes=chunk_bytes)
-
-
-def _dataset_root(directory):
-    directory = os.fspath(directory).rstrip("/") or "/"
-    if os.path.basename(directory) == "raw" and _find(directory, "edge"):
-        directory = os.path.dirname(directory) or "."
-    return directory
 
 
 def load_split_file(path) -> dict:
@@ -175,35 +160,25 @@ def read_ogb_link(directory, split=None, name=None, chunk_bytes=DEFAULT_CHUNK_BY
         [N, F]), and ``link``: the validation and test positives with their per-positive
         negatives (``target_node_neg``) if the dataset has them.
     """
-    directory = _dataset_root(directory)
+    directory = dataset_root(directory)
     if not os.path.isdir(directory):
         raise InputError(directory, "OGB dataset directory not found")
     raw = os.path.join(directory, "raw")
-    edge_path = _find(raw, "edge")
+    edge_path = find_file(raw, "edge")
     if edge_path is None:
         raise InputError(os.path.join(raw, "edge.csv.gz"), "required OGB file missing", "edge", "<absent>")
     edges = read_numeric_table(edge_path, np.int64, names=["src", "dst"], order="F", chunk_bytes=chunk_bytes)
     src, dst = edges[:, 0], edges[:, 1]
     link = read_link_split(directory, split)
-    count_path = _find(raw, "num-node-list")
-    num_nodes = _node_count(count_path) if count_path else 1 + max(
+    count_path = find_file(raw, "num-node-list")
+    num_nodes = single_count(count_path, "num_nodes") if count_path else 1 + max(
         int(ids.max()) for ids in (src, dst, link.val.src, link.val.dst, link.test.src, link.test.dst) if ids.size)
     where = count_path or edge_path
     # Features below have num_nodes rows: refuse an impossible count first.
     check_memory(where, num_nodes, src.shape[0], "num_nodes", num_nodes)
-    ndata = {}
-    feat_path = _find(raw, "node-feat")
-    if feat_path:
-        ndata["feat"] = read_numeric_table(feat_path, np.float32, expected_rows=num_nodes,
-                                           expected_from="nodes in num-node-list", chunk_bytes=chunk_bytes)
+    ndata = node_features(raw, num_nodes, chunk_bytes)
     link.validate(os.path.join(directory, "split", link.notes["split_scheme"]), num_nodes)
     graph = Graph(num_nodes, src, dst, ndata, {}, name=name or os.path.basename(os.path.abspath(directory)),
                   source=directory, link=link)
     return graph.validate()
 
-
-def _node_count(path) -> int:
-    counts = read_numeric_table(path, np.int64, names=["num_nodes"])
-    if counts.shape[0] != 1 or counts[0, 0] <= 0:
-        raise InputError(path, "expected one positive node count (one graph)", "num_nodes", counts[:, 0].tolist()[:3])
-    return int(counts[0, 0])
