@@ -16,8 +16,10 @@ throughput  medium RMAT graph (1M nodes, 25M edges symmetrized; 100-d features),
           split with one fixed negative per evaluation edge, GraphSAGE-mean 2 x 256, fanouts 10,25,
           a global batch of 1000 positive edges (hpcgnn: 1000 / ranks per rank), one uniform
           corrupted negative each, the batch's edges and their reverses excluded, dot predictor,
-          Adam lr 0.003, the same number of steps. DGL 2.1 (bench/dgl_link.py, its own virtualenv)
-          reads the same message-passing graph, training edges, test edges and negatives. Reported:
+          Adam lr 0.003, weights initialised alike (PyTorch's nn.Linear default; DGL's own
+          Glorot start is bench/dgl_link.py --init dgl), the same number of steps. DGL 2.1
+          (bench/dgl_link.py, its own virtualenv) reads the same message-passing graph, training
+          edges, test edges and negatives. Reported:
           positive edges per second of training, and test AUC after training (each test edge
           against its one stored negative, full-neighbourhood inference).
 
