@@ -42,8 +42,7 @@ def build_parser():
                         "'hpcgnn partition --edge-split' (see the link flags)")
     p.add_argument("--model", default="sage", help="a registered model (hpcgnn.nn.MODELS): sage, gcn, gat")
     p.add_argument("--aggregator", choices=("mean", "gcn"), default="mean", help="GraphSAGE aggregator")
-    p.add_argument("--fanouts", default="10,25",
-                   help="per layer, input layer first; 'all' (or --fanouts=-1,...) takes every neighbour")
+    add_sampler_arguments(p)
     p.add_argument("--hidden", type=int, default=256, help="width of every hidden layer")
     p.add_argument("--layers", type=int, default=None, help="default: number of fanouts")
     p.add_argument("--heads", type=int, default=4, help="GAT attention heads")
@@ -55,7 +54,7 @@ def build_parser():
     p.add_argument("--embed-lr", type=float, default=0.01, help="SparseAdam learning rate of the node embedding")
     p.add_argument("--norm", choices=("none", "batch", "layer"), default="none",
                    help="normalisation after each hidden layer")
-    p.add_argument("--batch-size", type=int, default=1000, help="seeds per rank per step")
+    p.add_argument("--batch-size", type=int, default=DEFAULT_BATCH, help="seeds per rank per step")
     p.add_argument("--epochs", type=int, default=10, help="passes over the training nodes")
     add_optimizer_arguments(p)
     p.add_argument("--seed", type=int, default=0, help="seed of the parameters, batches and dropout")
@@ -94,6 +93,10 @@ def build_parser():
 
 
 #: flags of --task link only, with their defaults: set with --task node they are an error
+SAMPLERS = ("neighbor", "cluster")
+DEFAULT_FANOUTS = "10,25"
+DEFAULT_BATCH = 1000
+CLUSTER_DEFAULTS = {"num_clusters": 32, "clusters_per_batch": 4}
 LINK_DEFAULTS = {"predictor": "dot", "negative_sampler": "corrupt", "negatives": 1, "link_loss": "bce",
                  "margin": 1.0, "exclude": "self"}
 
@@ -119,6 +122,39 @@ def add_link_arguments(parser):
                        help="self: hide each batch's positive edges and their reverses from its neighbourhoods "
                             "(the model cannot read the answer); none: keep them (DGL's exclude=None; it leaks the "
                             "answer, for measurements and for tests that compare rank counts)")
+
+
+def add_sampler_arguments(p):
+    """Local. The sampler's flags: which sampler, the neighbour fanouts, the Cluster-GCN sizes."""
+    p.add_argument("--sampler", choices=SAMPLERS, default="neighbor",
+                   help="neighbor: --fanouts per layer; cluster: Cluster-GCN, batches of --clusters-per-batch "
+                        "METIS clusters of each rank's nodes, the model on the subgraph they induce")
+    p.add_argument("--fanouts", default=DEFAULT_FANOUTS,
+                   help="per layer, input layer first; 'all' (or --fanouts=-1,...) takes every neighbour")
+    p.add_argument("--num-clusters", type=int, default=CLUSTER_DEFAULTS["num_clusters"], metavar="C",
+                   help="--sampler cluster: clusters of each rank's nodes (an epoch is C / q steps)")
+    p.add_argument("--clusters-per-batch", type=int, default=CLUSTER_DEFAULTS["clusters_per_batch"], metavar="Q",
+                   help="--sampler cluster: clusters per batch (Cluster-GCN's q)")
+
+
+def check_sampler_flags(args):
+    """Local. Refuse flags that do not apply to the run's ``--sampler`` (never silently ignored)."""
+    if args.sampler == "neighbor":
+        for dest, default in CLUSTER_DEFAULTS.items():
+            if getattr(args, dest) != default:
+                raise InputError(None, "applies to --sampler cluster only", "--" + dest.replace("_", "-"),
+                                 getattr(args, dest))
+        return
+    for dest in CLUSTER_DEFAULTS:
+        if getattr(args, dest) < 1:
+            raise InputError(None, "must be at least 1", "--" + dest.replace("_", "-"), getattr(args, dest))
+    refused = {"--fanouts": str(args.fanouts) != DEFAULT_FANOUTS, "--batch-size": args.batch_size != DEFAULT_BATCH,
+               "--cache-mb": bool(args.cache_mb), "--task": args.task != "node"}
+    for flag, given in refused.items():
+        if given:
+            raise InputError(None, "does not apply to --sampler cluster (a batch is --clusters-per-batch whole "
+                             "clusters of the rank's nodes, for node tasks)", flag,
+                             getattr(args, flag[2:].replace("-", "_")))
 
 
 def check_task_flags(args):
@@ -188,6 +224,10 @@ def parse_args(argv=None):
     if known.config:
         parser.set_defaults(**read_config(known.config, parser))
     args = parser.parse_args(argv)
+    check_sampler_flags(args)
+    if args.sampler == "cluster":  # every layer takes the whole batch subgraph; --layers (default 2) counts them
+        args.layers = args.layers or 2
+        args.fanouts = ",".join(["all"] * args.layers)
     try:
         args.fanouts = [-1 if x.strip() == "all" else int(x) for x in str(args.fanouts).split(",")]
     except ValueError:

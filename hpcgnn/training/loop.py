@@ -145,8 +145,10 @@ def start_line(session, args) -> str:
     else:
         task = (f"{config['num_classes']} {'labels' if config['task'] == 'multilabel' else 'classes'} "
                 f"({config['task']}, metric {config['metric']})")
+    sampling = (f"fanouts {args.fanouts}" if args.sampler == "neighbor" else
+                f"Cluster-GCN {args.num_clusters} clusters per rank, {args.clusters_per_batch} per batch")
     return (f"hpcgnn train: {session.graph.name} {session.graph.num_nodes:,} nodes {session.graph.num_edges:,} "
-            f"edges, {session.comm.size} ranks, {args.model} {args.layers}x{args.hidden}, fanouts {args.fanouts}, "
+            f"edges, {session.comm.size} ranks, {args.model} {args.layers}x{args.hidden}, {sampling}, "
             f"{len(session.loader)} steps/epoch, {task}, prefetch {config['prefetch']}, "
             f"{config['threads']} torch threads per rank")
 

@@ -24,6 +24,7 @@ from hpcgnn.runtime.comm import cores_per_rank, mpi
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.rng import derive_seed
 from hpcgnn.sampling import NeighborSampler
+from hpcgnn.sampling.cluster import ClusterSampler
 from hpcgnn.store import DistEmbedding, SparseAdam
 from hpcgnn.training.link_task import LinkLoss, build_link_loader, link_dataset_sizes, require_edge_sets
 from hpcgnn.training.metrics import TrainingLoss, choose_metric, class_weights, task_of
@@ -141,7 +142,7 @@ def open_session(args, comm) -> Session:
         build_model(config, config["in_dim"], config["num_classes"])
     with torch.no_grad():  # identical starting parameters everywhere
         broadcast_([t.data.numpy() for t in list(model.parameters()) + list(model.buffers())], comm)
-    sampler = NeighborSampler(args.fanouts, input_degrees=getattr(model, "needs_degrees", False))
+    sampler = build_sampler(graph, args, model)
     prefetch, threads = thread_plan(args.prefetch, cores_per_rank(comm))
     torch.set_num_threads(threads)
     config.update(prefetch=prefetch, threads=threads)
@@ -163,12 +164,25 @@ def open_session(args, comm) -> Session:
     return Session(comm, graph, loader, model, grads, optimizer, embedding, embed_optimizer, config, loss)
 
 
+def build_sampler(graph, args, model):
+    """Local. The ``--sampler`` of the run: neighbour sampling with ``--fanouts``, or Cluster-GCN's
+    clusters of this rank's nodes (METIS, at construction)."""
+    if args.sampler == "cluster":
+        return ClusterSampler(graph, args.layers, args.num_clusters, "train_mask", seed=args.seed)
+    return NeighborSampler(args.fanouts, input_degrees=getattr(model, "needs_degrees", False))
+
+
 def build_node_loader(graph, args, sampler, prefetch) -> NodeDataLoader:
-    """Collective over graph.comm. This rank's training nodes in batches."""
+    """Collective over graph.comm. This rank's training nodes in batches (with ``--sampler
+    cluster``: its clusters, ``--clusters-per-batch`` at a time)."""
     train_ids = node_split("train_mask", graph, seed=args.seed)
     if graph.comm.allreduce(train_ids.shape[0]) == 0:
         raise InputError(os.path.join(args.data, "meta.json"), "no training nodes: the mask selects none",
                          "train_mask", 0)
+    if isinstance(sampler, ClusterSampler):
+        return NodeDataLoader(graph, sampler.cluster_ids, sampler, args.clusters_per_batch, prefetch=prefetch,
+                              seed=args.seed, feature="feat" if "feat" in graph.ndata else None,
+                              max_batches=args.steps_per_epoch)
     return NodeDataLoader(graph, train_ids, sampler, args.batch_size,
                           prefetch=prefetch, seed=args.seed, feature="feat" if "feat" in graph.ndata else None,
                           cache_bytes=int(args.cache_mb * 2**20), max_batches=args.steps_per_epoch)

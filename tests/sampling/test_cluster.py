@@ -1,0 +1,114 @@
+"""Cluster-GCN batches (``--sampler cluster``): clusters partition each rank's nodes, a batch is the
+subgraph its clusters induce (checked against the whole graph's CSC), training nodes first."""
+import numpy as np
+import pytest
+
+from hpcgnn.testing.datasets import make_dataset, oracle
+
+
+def induced_edges(indptr, indices, nodes):
+    """Oracle: every in-edge ``(src, dst, eid)`` of the global CSC with both ends in ``nodes``."""
+    inside = np.zeros(indptr.shape[0] - 1, dtype=bool)
+    inside[nodes] = True
+    dst = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
+    eids = np.flatnonzero(inside[indices] & inside[dst])
+    return {(int(indices[e]), int(dst[e]), int(e)) for e in eids}
+
+
+@pytest.mark.mpi(sizes=(1, 2, 4))
+def test_cluster_batches_are_the_induced_subgraphs(nranks, comm, shared_tmp):
+    from hpcgnn import DistGraph
+    from hpcgnn.sampling.cluster import ClusterSampler
+
+    path, _ = make_dataset(comm, shared_tmp, nranks, num_nodes=600, avg_degree=8)
+    _, indptr, indices = oracle(path)
+    with DistGraph(path, comm) as graph:
+        start, end = graph.local_nodes
+        sampler = ClusterSampler(graph, num_layers=2, num_clusters=6, seed=3)
+        again = ClusterSampler(graph, num_layers=2, num_clusters=6, seed=3)
+        assert np.array_equal(sampler.cluster, again.cluster)  # deterministic
+        # the clusters partition this rank's nodes, in sizes METIS balances
+        assert sampler.cluster.shape == (end - start,) and set(np.unique(sampler.cluster)) == set(range(6))
+        assert sampler.cluster_sizes().sum() == end - start and sampler.cluster_sizes().min() > 0
+        train = np.asarray(graph.ndata["train_mask"].local).astype(bool)
+        rng = np.random.default_rng(comm.rank)
+        for clusters in ([0], [1, 4], rng.permutation(6)[:3], list(range(6))):
+            batch = sampler.sample(graph, np.array(clusters))
+            local = np.flatnonzero(np.isin(sampler.cluster, clusters))
+            nodes = start + local
+            assert sorted(batch.input_gids) == sorted(nodes)
+            seeds = np.sort(start + local[train[local]])
+            assert np.array_equal(batch.seed_gids, seeds)
+            assert np.array_equal(batch.input_gids[:seeds.shape[0]], seeds)  # loss nodes first
+            whole, last = batch.blocks
+            assert whole.num_src == whole.num_dst == nodes.shape[0]
+            assert last.num_src == nodes.shape[0] and last.num_dst == seeds.shape[0]
+            gids = batch.input_gids
+            got = {(int(gids[s]), int(gids[d]), int(e))
+                   for s, d, e in zip(whole.src_pos, whole.dst_index(), whole.eids)}
+            assert got == induced_edges(indptr, indices, nodes)
+            got_last = {(int(gids[s]), int(gids[d]), int(e))
+                        for s, d, e in zip(last.src_pos, last.dst_index(), last.eids)}
+            assert got_last == {edge for edge in got if edge[1] in set(seeds.tolist())}
+        empty = sampler.sample(graph, np.zeros(0, dtype=np.int64))  # a padding step
+        assert empty.seed_gids.shape == (0,) and empty.blocks[-1].num_dst == 0
+
+
+@pytest.mark.mpi(sizes=(1, 2, 4))
+def test_cluster_gcn_training_learns_with_equal_steps(nranks, comm, shared_tmp):
+    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.loop import run
+
+    path, _ = make_dataset(comm, shared_tmp, nranks, name="cl", num_nodes=1200, avg_degree=10)
+    args = parse_args(["--data", path, "--sampler", "cluster", "--num-clusters", "8", "--clusters-per-batch", "2",
+                       "--model", "gcn", "--hidden", "32", "--epochs", "12", "--lr", "0.01", "--no-progress",
+                       "--eval-every", "12", "--prefetch", "0", "--seed", "1"])
+    _, history = run(args, comm)
+    steps = comm.allgather(len(history))
+    assert len(set(steps)) == 1
+    final = history[-1]
+    assert history[0]["loss"] > final["loss"]
+    assert final["test_acc"] > 0.6, final  # chance is 1 / classes (the generated graph has 4)
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--sampler", "cluster", "--fanouts", "5,5"], "'--fanouts': does not apply to --sampler cluster"),
+    (["--sampler", "cluster", "--batch-size", "50"], "'--batch-size': does not apply to --sampler cluster"),
+    (["--sampler", "cluster", "--task", "link"], "'--task': does not apply to --sampler cluster"),
+    (["--sampler", "cluster", "--num-clusters", "0"], "'--num-clusters': must be at least 1"),
+    (["--num-clusters", "8"], "'--num-clusters': applies to --sampler cluster only"),
+    (["--clusters-per-batch", "2"], "'--clusters-per-batch': applies to --sampler cluster only"),
+])
+def test_flags_of_the_other_sampler_are_refused(tmp_path, flags, needle):
+    from hpcgnn.runtime.errors import InputError
+    from hpcgnn.training.config import parse_args
+
+    with pytest.raises(InputError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        parse_args(["--data", str(tmp_path), *flags])
+
+
+def test_cluster_sampler_sets_the_layer_count(tmp_path):
+    from hpcgnn.training.config import parse_args
+
+    args = parse_args(["--data", str(tmp_path), "--sampler", "cluster", "--layers", "3"])
+    assert args.layers == 3 and args.fanouts == [-1, -1, -1]
+
+
+@pytest.mark.mpi(sizes=(2,))
+def test_cluster_gcn_resume_is_bit_exact(nranks, comm, shared_tmp):
+    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.loop import run
+
+    path, _ = make_dataset(comm, shared_tmp, nranks, name="clr", num_nodes=600, avg_degree=8)
+
+    def flags(epochs, directory, *extra):
+        return parse_args(["--data", path, "--sampler", "cluster", "--num-clusters", "6", "--clusters-per-batch", "2",
+                           "--hidden", "16", "--epochs", str(epochs), "--no-progress", "--prefetch", "1",
+                           "--eval-every", "2", "--checkpoint-every", "1", "--checkpoint-dir", directory, *extra])
+
+    full_dir, cut_dir = (f"{shared_tmp}/{name}" for name in ("cl_full", "cl_cut"))
+    _, full = run(flags(4, full_dir), comm)
+    run(flags(2, cut_dir), comm)
+    _, resumed = run(flags(4, cut_dir, "--resume"), comm)
+    assert [h["loss"] for h in resumed] == [h["loss"] for h in full]
+    assert resumed[-1]["test_acc"] == full[-1]["test_acc"]
