@@ -35,9 +35,13 @@ class BlockTensors:
         return torch.bincount(self.src, minlength=self.num_src).to(torch.float32)
 
     def _matrix(self, kind):
-        """The block's adjacency as a sparse CSR matrix, values 1 ('sum') or 1/in-degree ('mean')."""
+        """The block's adjacency as a sparse CSR matrix, values 1 ('sum') or 1/in-degree ('mean');
+        a weighted block's edge weights for both (they sum to 1 per row: a weighted mean)."""
         if kind not in self._matrices:
-            if kind == "sum":
+            weight = getattr(self._block, "edge_weight", None)
+            if weight is not None:
+                values = torch.from_numpy(weight).to(torch.float32)
+            elif kind == "sum":
                 values = torch.ones(self.src.shape[0])
             else:
                 values = (1.0 / self.in_degree.clamp(min=1)).repeat_interleave(self.in_degree.long())

@@ -24,6 +24,8 @@ class Block:
     eids: np.ndarray
     #: in-degree of each destination in the whole graph (GCN normalises by it)
     dst_degree: np.ndarray = None
+    #: float32 weight of each edge (a weighted sampler's; each row's sum is 1), None: unweighted
+    edge_weight: np.ndarray = None
 
     @property
     def num_edges(self) -> int:

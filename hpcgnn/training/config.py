@@ -93,10 +93,12 @@ def build_parser():
 
 
 #: flags of --task link only, with their defaults: set with --task node they are an error
-SAMPLERS = ("neighbor", "cluster")
+SAMPLERS = ("neighbor", "cluster", "randomwalk")
 DEFAULT_FANOUTS = "10,25"
 DEFAULT_BATCH = 1000
-CLUSTER_DEFAULTS = {"num_clusters": 32, "clusters_per_batch": 4}
+#: each sampler's own flags and their defaults (refused with another sampler)
+SAMPLER_FLAGS = {"cluster": {"num_clusters": 32, "clusters_per_batch": 4},
+                 "randomwalk": {"walks": 20, "walk_length": 3, "topk": 10}}
 LINK_DEFAULTS = {"predictor": "dot", "negative_sampler": "corrupt", "negatives": 1, "link_loss": "bce",
                  "margin": 1.0, "exclude": "self"}
 
@@ -128,32 +130,44 @@ def add_sampler_arguments(p):
     """Local. The sampler's flags: which sampler, the neighbour fanouts, the Cluster-GCN sizes."""
     p.add_argument("--sampler", choices=SAMPLERS, default="neighbor",
                    help="neighbor: --fanouts per layer; cluster: Cluster-GCN, batches of --clusters-per-batch "
-                        "METIS clusters of each rank's nodes, the model on the subgraph they induce")
+                        "METIS clusters of each rank's nodes, the model on the subgraph they induce; "
+                        "randomwalk: PinSAGE, each node's --topk most visited nodes of random walks")
     p.add_argument("--fanouts", default=DEFAULT_FANOUTS,
                    help="per layer, input layer first; 'all' (or --fanouts=-1,...) takes every neighbour")
-    p.add_argument("--num-clusters", type=int, default=CLUSTER_DEFAULTS["num_clusters"], metavar="C",
+    cluster, walk = SAMPLER_FLAGS["cluster"], SAMPLER_FLAGS["randomwalk"]
+    p.add_argument("--num-clusters", type=int, default=cluster["num_clusters"], metavar="C",
                    help="--sampler cluster: clusters of each rank's nodes (an epoch is C / q steps)")
-    p.add_argument("--clusters-per-batch", type=int, default=CLUSTER_DEFAULTS["clusters_per_batch"], metavar="Q",
+    p.add_argument("--clusters-per-batch", type=int, default=cluster["clusters_per_batch"], metavar="Q",
                    help="--sampler cluster: clusters per batch (Cluster-GCN's q)")
+    p.add_argument("--walks", type=int, default=walk["walks"],
+                   help="--sampler randomwalk: random walks started at every node of a layer")
+    p.add_argument("--walk-length", type=int, default=walk["walk_length"], help="--sampler randomwalk: steps per walk")
+    p.add_argument("--topk", type=int, default=walk["topk"],
+                   help="--sampler randomwalk: the most visited nodes kept as a node's neighbours")
 
 
 def check_sampler_flags(args):
     """Local. Refuse flags that do not apply to the run's ``--sampler`` (never silently ignored)."""
+    for sampler, flags in SAMPLER_FLAGS.items():
+        for dest, default in flags.items():
+            flag, value = "--" + dest.replace("_", "-"), getattr(args, dest)
+            if sampler != args.sampler and value != default:
+                raise InputError(None, f"applies to --sampler {sampler} only", flag, value)
+            if value < 1:
+                raise InputError(None, "must be at least 1", flag, value)
     if args.sampler == "neighbor":
-        for dest, default in CLUSTER_DEFAULTS.items():
-            if getattr(args, dest) != default:
-                raise InputError(None, "applies to --sampler cluster only", "--" + dest.replace("_", "-"),
-                                 getattr(args, dest))
         return
-    for dest in CLUSTER_DEFAULTS:
-        if getattr(args, dest) < 1:
-            raise InputError(None, "must be at least 1", "--" + dest.replace("_", "-"), getattr(args, dest))
-    refused = {"--fanouts": str(args.fanouts) != DEFAULT_FANOUTS, "--batch-size": args.batch_size != DEFAULT_BATCH,
-               "--cache-mb": bool(args.cache_mb), "--task": args.task != "node"}
+    refused = {"--fanouts": str(args.fanouts) != DEFAULT_FANOUTS}
+    if args.sampler == "cluster":
+        why = "a batch is --clusters-per-batch whole clusters of the rank's nodes, for node tasks"
+        refused.update({"--batch-size": args.batch_size != DEFAULT_BATCH, "--cache-mb": bool(args.cache_mb),
+                        "--task": args.task != "node"})
+    else:
+        why = "its neighbourhoods are visit-weighted means: GraphSAGE with the mean aggregator"
+        refused.update({"--model": args.model != "sage", "--aggregator": args.aggregator != "mean"})
     for flag, given in refused.items():
         if given:
-            raise InputError(None, "does not apply to --sampler cluster (a batch is --clusters-per-batch whole "
-                             "clusters of the rank's nodes, for node tasks)", flag,
+            raise InputError(None, f"does not apply to --sampler {args.sampler} ({why})", flag,
                              getattr(args, flag[2:].replace("-", "_")))
 
 
@@ -225,7 +239,7 @@ def parse_args(argv=None):
         parser.set_defaults(**read_config(known.config, parser))
     args = parser.parse_args(argv)
     check_sampler_flags(args)
-    if args.sampler == "cluster":  # every layer takes the whole batch subgraph; --layers (default 2) counts them
+    if args.sampler != "neighbor":  # no fanouts: --layers (default 2) counts the layers
         args.layers = args.layers or 2
         args.fanouts = ",".join(["all"] * args.layers)
     try:

@@ -21,7 +21,7 @@ from hpcgnn.training.checkpoint import (
     latest_checkpoint,
     load_checkpoint,
 )
-from hpcgnn.training.inference import input_rows, layerwise_inference, split_accuracy
+from hpcgnn.training.inference import inference_sampler, input_rows, layerwise_inference, split_accuracy
 from hpcgnn.training.link_task import TASK as LINK
 from hpcgnn.training.link_task import evaluate_links, link_dataset_sizes, require_edge_sets
 from hpcgnn.training.metrics import choose_metric, task_of
@@ -47,7 +47,7 @@ def model_from_checkpoint(state, graph) -> torch.nn.Module:
     return model
 
 
-def link_checkpoint_metrics(model, graph, batch_size, inputs, outputs):
+def link_checkpoint_metrics(model, graph, batch_size, inputs, outputs, sampler=None):
     """Collective over graph.comm. A link model's metrics on the validation and test edges, and this
     rank's rows of its last layer (the node embeddings) when ``outputs`` saves them."""
     last = {}
@@ -57,7 +57,7 @@ def link_checkpoint_metrics(model, graph, batch_size, inputs, outputs):
         if outputs.directory and i == len(model.layers) - 1:
             last["rows"] = rows.copy()
 
-    metrics = evaluate_links(model, graph, batch_size, inputs=inputs, on_layer=on_layer)
+    metrics = evaluate_links(model, graph, batch_size, inputs=inputs, on_layer=on_layer, sampler=sampler)
     return metrics, last.get("rows")
 
 
@@ -101,10 +101,11 @@ def evaluate_checkpoint(args, comm) -> dict:
     outputs = InferenceOutputs(args.save_embeddings, args.embedding_layer, args.save_predictions,
                                len(model.layers), sizes["task"], log)
     if link:
-        accuracy, logits = link_checkpoint_metrics(model, graph, args.batch_size, input_rows(graph, embedding), outputs)
+        accuracy, logits = link_checkpoint_metrics(model, graph, args.batch_size, input_rows(graph, embedding), outputs,
+                                                   inference_sampler(state["config"]))
     else:
         logits = layerwise_inference(model, graph, args.batch_size, inputs=input_rows(graph, embedding),
-                                     on_layer=outputs.on_layer)
+                                     on_layer=outputs.on_layer, sampler=inference_sampler(state["config"]))
         accuracy = split_accuracy(logits, graph, metric=metric)
     log("metrics of every split")
     if outputs.save(graph, np.asarray(logits)):

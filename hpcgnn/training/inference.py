@@ -14,8 +14,10 @@ import torch
 
 from hpcgnn.nn import BlockTensors
 from hpcgnn.prep.graph import MASKS
+from hpcgnn.runtime.rng import derive_seed
 from hpcgnn.runtime.watchdog import beat, waiting_in
 from hpcgnn.sampling import NeighborSampler
+from hpcgnn.sampling.randomwalk import RandomWalkSampler
 from hpcgnn.store import DistTensor
 from hpcgnn.training.metrics import split_metrics, task_of
 
@@ -40,8 +42,20 @@ def input_rows(graph, embedding=None, feature="feat"):
     return rows
 
 
+def inference_sampler(config):
+    """Local. The one-layer sampler inference aggregates over, for a model trained with ``config``:
+    None (every in-neighbour) but for ``--sampler randomwalk``, whose model aggregates over
+    random-walk neighbourhoods and is evaluated on the same kind (PinSAGE's inference), drawn
+    from a fixed seed so an evaluation is repeatable."""
+    if config.get("sampler") != "randomwalk":
+        return None
+    return RandomWalkSampler(1, config["walks"], config["walk_length"], config["topk"],
+                             seed=derive_seed(int(config.get("seed", 0)), "inference"))
+
+
 @torch.no_grad()
-def layerwise_inference(model, graph, batch_size=10_000, inputs=None, needs_degrees=None, on_layer=None, keep=False):
+def layerwise_inference(model, graph, batch_size=10_000, inputs=None, needs_degrees=None, on_layer=None, keep=False,
+                        sampler=None):
     """Collective over graph.comm. Every owned node's output of ``model`` (full neighbourhoods).
 
     Parameters
@@ -63,6 +77,9 @@ def layerwise_inference(model, graph, batch_size=10_000, inputs=None, needs_degr
     keep : bool
         Return the last layer's DistTensor itself (every rank's rows readable by global id, as
         link prediction needs; the caller closes it) instead of a copy of this rank's rows.
+    sampler : Sampler, optional
+        A one-layer sampler of each node's neighbourhood (:func:`inference_sampler`); default:
+        every in-neighbour.
 
     Returns
     -------
@@ -74,20 +91,15 @@ def layerwise_inference(model, graph, batch_size=10_000, inputs=None, needs_degr
     model.eval()
     if needs_degrees is None:
         needs_degrees = getattr(model, "needs_degrees", False)
-    sampler = NeighborSampler([-1], input_degrees=needs_degrees)
+    sampler = sampler or NeighborSampler([-1], input_degrees=needs_degrees)
     inputs = inputs or input_rows(graph)
     local_ids = graph.local_node_ids()
     h = None
     for i in range(len(model.layers)):
         out = DistTensor((graph.num_nodes, model.layers[i].out_features), np.float32, f"layer{i}",
                          comm=graph.comm, book=graph.book)
-        for lo in range(0, local_ids.shape[0], batch_size):
-            beat(f"inference layer {i + 1} batch {lo // batch_size + 1}")
-            chunk = local_ids[lo:lo + batch_size]
-            batch = sampler.sample(graph, chunk)
-            block = BlockTensors(batch.blocks[0], batch.input_degree)
-            x = inputs(batch.input_gids) if i == 0 else torch.from_numpy(h.gather(batch.input_gids))
-            out.local[lo:lo + chunk.shape[0]] = model.layer_forward(i, block, x).numpy()
+        read = inputs if i == 0 else (lambda gids, rows=h: torch.from_numpy(rows.gather(gids)))
+        _layer_rows(model, i, graph, sampler, read, local_ids, batch_size, out.local)
         waiting_in(f"the barrier after inference layer {i + 1}")
         out.barrier()
         if on_layer is not None:
@@ -101,6 +113,17 @@ def layerwise_inference(model, graph, batch_size=10_000, inputs=None, needs_degr
     logits = torch.from_numpy(h.local.copy())
     h.close()
     return logits
+
+
+def _layer_rows(model, i, graph, sampler, read, local_ids, batch_size, out):
+    """Layer ``i``'s rows of ``local_ids`` into ``out``, a batch at a time; ``read(gids)`` gives
+    the layer's input rows."""
+    for lo in range(0, local_ids.shape[0], batch_size):
+        beat(f"inference layer {i + 1} batch {lo // batch_size + 1}")
+        chunk = local_ids[lo:lo + batch_size]
+        batch = sampler.sample(graph, chunk, seed=derive_seed(getattr(sampler, "seed", 0), "layer", i))
+        block = BlockTensors(batch.blocks[0], batch.input_degree)
+        out[lo:lo + chunk.shape[0]] = model.layer_forward(i, block, read(batch.input_gids)).numpy()
 
 
 def split_accuracy(logits, graph, label="label", metric="acc") -> dict:

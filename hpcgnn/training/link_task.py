@@ -123,10 +123,11 @@ def score_edges(model, embeddings, src, dst, neg, neg_src=None):
     return pos_scores, neg_scores
 
 
-def evaluate_links(model, graph, batch_size, inputs=None, on_layer=None) -> dict:
+def evaluate_links(model, graph, batch_size, inputs=None, on_layer=None, sampler=None) -> dict:
     """Collective over graph.comm. ``{split}_{metric}`` for the validation and test edge sets:
     ``loss``, ``auc``, ``ap``, ``mrr``, ``hits@K`` (see :mod:`hpcgnn.training.link_metrics`)."""
-    embeddings = layerwise_inference(model, graph, batch_size, inputs=inputs, on_layer=on_layer, keep=True)
+    embeddings = layerwise_inference(model, graph, batch_size, inputs=inputs, on_layer=on_layer, keep=True,
+                                     sampler=sampler)
     try:
         result = {}
         for split in SPLITS:

@@ -19,7 +19,7 @@ from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.watchdog import Watchdog, beat, waiting_in
 from hpcgnn.training.checkpoint import resume_session, save_session
 from hpcgnn.training.early_stop import EarlyStopping, selected, selection_key
-from hpcgnn.training.inference import input_rows, layerwise_inference, model_inputs, split_accuracy
+from hpcgnn.training.inference import inference_sampler, input_rows, layerwise_inference, model_inputs, split_accuracy
 from hpcgnn.training.link_task import evaluate_links
 from hpcgnn.training.lock import checkpoint_lock
 from hpcgnn.training.metrics import metric_key
@@ -129,9 +129,11 @@ def evaluate(session: Session, batch_size) -> dict:
     t0 = time.perf_counter()
     inputs = input_rows(session.graph, session.embedding)
     if session.link:
-        return dict(evaluate_links(session.model, session.graph, batch_size, inputs=inputs),
+        return dict(evaluate_links(session.model, session.graph, batch_size, inputs=inputs,
+                                   sampler=inference_sampler(session.config)),
                     eval_time_s=time.perf_counter() - t0)
-    logits = layerwise_inference(session.model, session.graph, batch_size, inputs=inputs)
+    logits = layerwise_inference(session.model, session.graph, batch_size, inputs=inputs,
+                                 sampler=inference_sampler(session.config))
     return dict(split_accuracy(logits, session.graph, metric=session.config["metric"]),
                 eval_time_s=time.perf_counter() - t0)
 
@@ -145,8 +147,9 @@ def start_line(session, args) -> str:
     else:
         task = (f"{config['num_classes']} {'labels' if config['task'] == 'multilabel' else 'classes'} "
                 f"({config['task']}, metric {config['metric']})")
-    sampling = (f"fanouts {args.fanouts}" if args.sampler == "neighbor" else
-                f"Cluster-GCN {args.num_clusters} clusters per rank, {args.clusters_per_batch} per batch")
+    sampling = {"neighbor": f"fanouts {args.fanouts}",
+                "cluster": f"Cluster-GCN {args.num_clusters} clusters per rank, {args.clusters_per_batch} per batch",
+                "randomwalk": f"random walks {args.walks} x {args.walk_length} steps, top {args.topk}"}[args.sampler]
     return (f"hpcgnn train: {session.graph.name} {session.graph.num_nodes:,} nodes {session.graph.num_edges:,} "
             f"edges, {session.comm.size} ranks, {args.model} {args.layers}x{args.hidden}, {sampling}, "
             f"{len(session.loader)} steps/epoch, {task}, prefetch {config['prefetch']}, "

@@ -25,6 +25,7 @@ from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.rng import derive_seed
 from hpcgnn.sampling import NeighborSampler
 from hpcgnn.sampling.cluster import ClusterSampler
+from hpcgnn.sampling.randomwalk import RandomWalkSampler
 from hpcgnn.store import DistEmbedding, SparseAdam
 from hpcgnn.training.link_task import LinkLoss, build_link_loader, link_dataset_sizes, require_edge_sets
 from hpcgnn.training.metrics import TrainingLoss, choose_metric, class_weights, task_of
@@ -165,10 +166,12 @@ def open_session(args, comm) -> Session:
 
 
 def build_sampler(graph, args, model):
-    """Local. The ``--sampler`` of the run: neighbour sampling with ``--fanouts``, or Cluster-GCN's
-    clusters of this rank's nodes (METIS, at construction)."""
+    """Local. The ``--sampler`` of the run: neighbour sampling with ``--fanouts``, Cluster-GCN's
+    clusters of this rank's nodes (METIS, at construction), or PinSAGE's random walks."""
     if args.sampler == "cluster":
         return ClusterSampler(graph, args.layers, args.num_clusters, "train_mask", seed=args.seed)
+    if args.sampler == "randomwalk":
+        return RandomWalkSampler(args.layers, args.walks, args.walk_length, args.topk, seed=args.seed)
     return NeighborSampler(args.fanouts, input_degrees=getattr(model, "needs_degrees", False))
 
 
