@@ -19,7 +19,8 @@ import numpy as np
 
 from hpcgnn import _csr
 from hpcgnn.prep.metis import part_graph_kway
-from hpcgnn.sampling.block import Block, MiniBatch
+from hpcgnn.sampling.block import MiniBatch
+from hpcgnn.sampling.subgraph import LocalGraph
 
 
 class ClusterSampler:
@@ -44,29 +45,18 @@ class ClusterSampler:
         if num_layers < 1 or num_clusters < 1:
             raise ValueError(f"num_layers and num_clusters must be positive, got {num_layers}, {num_clusters}")
         self.num_layers = int(num_layers)
-        self.start, end = (int(x) for x in graph.local_nodes)
-        n = end - self.start
-        indptr = np.asarray(graph.indptr, dtype=np.int64)
-        sources = np.asarray(graph.indices, dtype=np.int64)
-        inside = (sources >= self.start) & (sources < end)
-        dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))[inside]
-        # the induced CSC in local ids (rows stay in order: dst is sorted)
-        self.indptr = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(np.bincount(dst, minlength=n), out=self.indptr[1:])
-        self.indices = sources[inside] - self.start
-        self.eids = int(graph.local_edges[0]) + np.flatnonzero(inside)
+        self.local = LocalGraph(graph, seed_mask)
+        n = self.local.num_nodes
         self.num_clusters = max(1, min(int(num_clusters), n))
         self.cluster = self._clusters(n, seed)
         order = np.argsort(self.cluster, kind="stable")
         self._members = np.split(order, np.searchsorted(self.cluster[order], np.arange(1, self.num_clusters)))
-        self.is_seed = (np.ones(n, dtype=bool) if seed_mask is None
-                        else np.asarray(graph.ndata[seed_mask].local).astype(bool))
 
     def _clusters(self, n, seed) -> np.ndarray:
         """The cluster of every local node: METIS k-way on the induced undirected graph."""
         if self.num_clusters == 1:
             return np.zeros(n, dtype=np.int64)
-        xadj, adjncy = _csr.symmetric_adjacency(self.indptr, self.indices, n)
+        xadj, adjncy = _csr.symmetric_adjacency(self.local.indptr, self.local.indices, n)
         return part_graph_kway(xadj, adjncy, self.num_clusters, seed=seed)
 
     @property
@@ -82,21 +72,5 @@ class ClusterSampler:
         """Local. The subgraph induced by the clusters ``seed_gids`` (cluster ids, not node ids);
         ``seed`` is unused (a batch is its clusters)."""
         clusters = np.asarray(seed_gids, dtype=np.int64).reshape(-1)
-        nodes = np.sort(np.concatenate([self._members[c] for c in clusters])) if clusters.size else \
-            np.zeros(0, dtype=np.int64)
-        seeds = nodes[self.is_seed[nodes]]
-        order = np.concatenate([seeds, nodes[~self.is_seed[nodes]]])  # loss nodes first
-        position = np.full(self.indptr.shape[0] - 1, -1, dtype=np.int64)
-        position[order] = np.arange(order.shape[0])
-        begin, count = self.indptr[order], np.diff(self.indptr)[order]
-        row = np.repeat(np.arange(order.shape[0], dtype=np.int64), count)
-        slots = np.repeat(begin, count) + np.arange(row.shape[0]) - np.repeat(np.cumsum(count) - count, count)
-        keep = position[self.indices[slots]] >= 0
-        indptr = np.zeros(order.shape[0] + 1, dtype=np.int64)
-        np.cumsum(np.bincount(row[keep], minlength=order.shape[0]), out=indptr[1:])
-        src_pos, eids = position[self.indices[slots[keep]]], self.eids[slots[keep]]
-        m, t = order.shape[0], seeds.shape[0]
-        whole = Block(m, m, indptr, src_pos, eids)
-        last = Block(m, t, indptr[:t + 1], src_pos[:indptr[t]], eids[:indptr[t]])
-        return MiniBatch(seed_gids=self.start + seeds, input_gids=self.start + order,
-                         blocks=[whole] * (self.num_layers - 1) + [last])
+        nodes = np.concatenate([self._members[c] for c in clusters]) if clusters.size else np.zeros(0, np.int64)
+        return self.local.batch(nodes, self.num_layers)

@@ -93,12 +93,18 @@ def build_parser():
 
 
 #: flags of --task link only, with their defaults: set with --task node they are an error
-SAMPLERS = ("neighbor", "cluster", "randomwalk")
+SAINT = ("saint-node", "saint-edge", "saint-rw")
+SAMPLERS = ("neighbor", "cluster", "randomwalk", *SAINT)
 DEFAULT_FANOUTS = "10,25"
 DEFAULT_BATCH = 1000
-#: each sampler's own flags and their defaults (refused with another sampler)
-SAMPLER_FLAGS = {"cluster": {"num_clusters": 32, "clusters_per_batch": 4},
-                 "randomwalk": {"walks": 20, "walk_length": 3, "topk": 10}}
+#: each sampler flag: its default and the samplers it applies to (refused with any other)
+SAMPLER_FLAGS = {"num_clusters": (32, ("cluster",)), "clusters_per_batch": (4, ("cluster",)),
+                 "walks": (20, ("randomwalk",)), "walk_length": (3, ("randomwalk", "saint-rw")),
+                 "topk": (10, ("randomwalk",)), "budget": (1000, SAINT), "presample": (50, SAINT)}
+#: samplers whose batch is a subgraph of the rank's part (no seed batches, node tasks only), and
+#: those whose blocks are weighted (a weighted mean: GraphSAGE with the mean aggregator only)
+SUBGRAPH_SAMPLERS = ("cluster", *SAINT)
+WEIGHTED_SAMPLERS = ("randomwalk", *SAINT)
 LINK_DEFAULTS = {"predictor": "dot", "negative_sampler": "corrupt", "negatives": 1, "link_loss": "bce",
                  "margin": 1.0, "exclude": "self"}
 
@@ -127,45 +133,44 @@ def add_link_arguments(parser):
 
 
 def add_sampler_arguments(p):
-    """Local. The sampler's flags: which sampler, the neighbour fanouts, the Cluster-GCN sizes."""
+    """Local. The sampler's flags: which sampler, the neighbour fanouts, each sampler's sizes."""
     p.add_argument("--sampler", choices=SAMPLERS, default="neighbor",
                    help="neighbor: --fanouts per layer; cluster: Cluster-GCN, batches of --clusters-per-batch "
                         "METIS clusters of each rank's nodes, the model on the subgraph they induce; "
-                        "randomwalk: PinSAGE, each node's --topk most visited nodes of random walks")
+                        "randomwalk: PinSAGE, each node's --topk most visited nodes of random walks; "
+                        "saint-node|saint-edge|saint-rw: GraphSAINT subgraphs of each rank's part")
     p.add_argument("--fanouts", default=DEFAULT_FANOUTS,
                    help="per layer, input layer first; 'all' (or --fanouts=-1,...) takes every neighbour")
-    cluster, walk = SAMPLER_FLAGS["cluster"], SAMPLER_FLAGS["randomwalk"]
-    p.add_argument("--num-clusters", type=int, default=cluster["num_clusters"], metavar="C",
-                   help="--sampler cluster: clusters of each rank's nodes (an epoch is C / q steps)")
-    p.add_argument("--clusters-per-batch", type=int, default=cluster["clusters_per_batch"], metavar="Q",
-                   help="--sampler cluster: clusters per batch (Cluster-GCN's q)")
-    p.add_argument("--walks", type=int, default=walk["walks"],
-                   help="--sampler randomwalk: random walks started at every node of a layer")
-    p.add_argument("--walk-length", type=int, default=walk["walk_length"], help="--sampler randomwalk: steps per walk")
-    p.add_argument("--topk", type=int, default=walk["topk"],
-                   help="--sampler randomwalk: the most visited nodes kept as a node's neighbours")
+    help_of = {"num_clusters": "clusters of each rank's nodes (an epoch is C / Q steps)",
+               "clusters_per_batch": "clusters per batch (Cluster-GCN's q)",
+               "walks": "random walks started at every node of a layer",
+               "walk_length": "steps per walk", "topk": "the most visited nodes kept as a node's neighbours",
+               "budget": "nodes (saint-node), edges (saint-edge) or walk roots (saint-rw) drawn per subgraph",
+               "presample": "subgraphs drawn at start-up to estimate GraphSAINT's normalisation"}
+    for dest, (default, samplers) in SAMPLER_FLAGS.items():
+        p.add_argument("--" + dest.replace("_", "-"), type=int, default=default,
+                       help=f"--sampler {'|'.join(samplers)}: {help_of[dest]}")
 
 
 def check_sampler_flags(args):
     """Local. Refuse flags that do not apply to the run's ``--sampler`` (never silently ignored)."""
-    for sampler, flags in SAMPLER_FLAGS.items():
-        for dest, default in flags.items():
-            flag, value = "--" + dest.replace("_", "-"), getattr(args, dest)
-            if sampler != args.sampler and value != default:
-                raise InputError(None, f"applies to --sampler {sampler} only", flag, value)
-            if value < 1:
-                raise InputError(None, "must be at least 1", flag, value)
-    if args.sampler == "neighbor":
-        return
-    refused = {"--fanouts": str(args.fanouts) != DEFAULT_FANOUTS}
-    if args.sampler == "cluster":
-        why = "a batch is --clusters-per-batch whole clusters of the rank's nodes, for node tasks"
-        refused.update({"--batch-size": args.batch_size != DEFAULT_BATCH, "--cache-mb": bool(args.cache_mb),
-                        "--task": args.task != "node"})
-    else:
-        why = "its neighbourhoods are visit-weighted means: GraphSAGE with the mean aggregator"
-        refused.update({"--model": args.model != "sage", "--aggregator": args.aggregator != "mean"})
-    for flag, given in refused.items():
+    for dest, (default, samplers) in SAMPLER_FLAGS.items():
+        flag, value = "--" + dest.replace("_", "-"), getattr(args, dest)
+        if args.sampler not in samplers and value != default:
+            raise InputError(None, f"applies to --sampler {'|'.join(samplers)} only", flag, value)
+        if value < 1:
+            raise InputError(None, "must be at least 1", flag, value)
+    refused = {}
+    if args.sampler != "neighbor":
+        refused["--fanouts"] = (str(args.fanouts) != DEFAULT_FANOUTS, "it has no fanouts")
+    if args.sampler in SUBGRAPH_SAMPLERS:
+        why = "a batch is a subgraph of the rank's part, for node tasks"
+        refused.update({"--batch-size": (args.batch_size != DEFAULT_BATCH, why),
+                        "--cache-mb": (bool(args.cache_mb), why), "--task": (args.task != "node", why)})
+    if args.sampler in WEIGHTED_SAMPLERS:
+        why = "its blocks are weighted means: GraphSAGE with the mean aggregator"
+        refused.update({"--model": (args.model != "sage", why), "--aggregator": (args.aggregator != "mean", why)})
+    for flag, (given, why) in refused.items():
         if given:
             raise InputError(None, f"does not apply to --sampler {args.sampler} ({why})", flag,
                              getattr(args, flag[2:].replace("-", "_")))

@@ -149,7 +149,8 @@ def start_line(session, args) -> str:
                 f"({config['task']}, metric {config['metric']})")
     sampling = {"neighbor": f"fanouts {args.fanouts}",
                 "cluster": f"Cluster-GCN {args.num_clusters} clusters per rank, {args.clusters_per_batch} per batch",
-                "randomwalk": f"random walks {args.walks} x {args.walk_length} steps, top {args.topk}"}[args.sampler]
+                "randomwalk": f"random walks {args.walks} x {args.walk_length} steps, top {args.topk}"}.get(
+        args.sampler, f"GraphSAINT {args.sampler[6:]} sampler, budget {args.budget}")
     return (f"hpcgnn train: {session.graph.name} {session.graph.num_nodes:,} nodes {session.graph.num_edges:,} "
             f"edges, {session.comm.size} ranks, {args.model} {args.layers}x{args.hidden}, {sampling}, "
             f"{len(session.loader)} steps/epoch, {task}, prefetch {config['prefetch']}, "

@@ -327,5 +327,28 @@ class TrainingLoss:
         return loss, float((logits.argmax(1) == labels).sum()), seen
 
     def batch(self, logits, batch):
-        """Local. :meth:`__call__` on a loaded batch's labels."""
-        return self(logits, batch.label)
+        """Local. :meth:`__call__` on a loaded batch's labels. A batch whose sampler weighs its
+        nodes (``extra["loss_weight"]``, GraphSAINT's normalisation) gets the weighted sum of the
+        per-node losses instead of their mean."""
+        node_weight = batch.extra.get("loss_weight")
+        if node_weight is None:
+            return self(logits, batch.label)
+        return self.weighted(logits, batch.label, node_weight)
+
+    def weighted(self, logits, labels, node_weight):
+        """Local. ``(loss, correct, seen)`` with the loss ``sum_v node_weight[v] * loss_v`` (a
+        multi-label node's loss the mean over its labels), class weights applied as in :meth:`__call__`."""
+        from torch.nn import functional as F  # deferred: as in __init__
+
+        seen = labels.numel()
+        if not seen:
+            return logits.sum() * 0.0, 0.0, 0
+        if self.task == "multilabel":
+            per_node = F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype), pos_weight=self.weight,
+                                                          reduction="none").mean(1)
+            return (per_node * node_weight).sum(), float(((logits > 0) == (labels > 0)).sum()), seen
+        labels = labels.long()
+        per_node = F.cross_entropy(logits, labels, reduction="none")
+        if self.weight is not None:
+            per_node = per_node * self.weight[labels]
+        return (per_node * node_weight).sum(), float((logits.argmax(1) == labels).sum()), seen

@@ -26,6 +26,7 @@ from hpcgnn.runtime.rng import derive_seed
 from hpcgnn.sampling import NeighborSampler
 from hpcgnn.sampling.cluster import ClusterSampler
 from hpcgnn.sampling.randomwalk import RandomWalkSampler
+from hpcgnn.sampling.saint import SaintSampler
 from hpcgnn.store import DistEmbedding, SparseAdam
 from hpcgnn.training.link_task import LinkLoss, build_link_loader, link_dataset_sizes, require_edge_sets
 from hpcgnn.training.metrics import TrainingLoss, choose_metric, class_weights, task_of
@@ -167,11 +168,15 @@ def open_session(args, comm) -> Session:
 
 def build_sampler(graph, args, model):
     """Local. The ``--sampler`` of the run: neighbour sampling with ``--fanouts``, Cluster-GCN's
-    clusters of this rank's nodes (METIS, at construction), or PinSAGE's random walks."""
+    clusters of this rank's nodes (METIS, at construction), PinSAGE's random walks, or GraphSAINT's
+    subgraphs (normalised by presampling, at construction)."""
     if args.sampler == "cluster":
         return ClusterSampler(graph, args.layers, args.num_clusters, "train_mask", seed=args.seed)
     if args.sampler == "randomwalk":
         return RandomWalkSampler(args.layers, args.walks, args.walk_length, args.topk, seed=args.seed)
+    if args.sampler.startswith("saint-"):
+        return SaintSampler(graph, args.sampler[len("saint-"):], args.layers, args.budget, args.walk_length,
+                            args.presample, seed=args.seed)
     return NeighborSampler(args.fanouts, input_degrees=getattr(model, "needs_degrees", False))
 
 
@@ -182,10 +187,11 @@ def build_node_loader(graph, args, sampler, prefetch) -> NodeDataLoader:
     if graph.comm.allreduce(train_ids.shape[0]) == 0:
         raise InputError(os.path.join(args.data, "meta.json"), "no training nodes: the mask selects none",
                          "train_mask", 0)
-    if isinstance(sampler, ClusterSampler):
-        return NodeDataLoader(graph, sampler.cluster_ids, sampler, args.clusters_per_batch, prefetch=prefetch,
-                              seed=args.seed, feature="feat" if "feat" in graph.ndata else None,
-                              max_batches=args.steps_per_epoch)
+    if isinstance(sampler, (ClusterSampler, SaintSampler)):  # seeds: clusters, or one subgraph per step
+        ids, per_batch = ((sampler.cluster_ids, args.clusters_per_batch) if isinstance(sampler, ClusterSampler)
+                          else (sampler.batch_ids, 1))
+        return NodeDataLoader(graph, ids, sampler, per_batch, prefetch=prefetch, seed=args.seed,
+                              feature="feat" if "feat" in graph.ndata else None, max_batches=args.steps_per_epoch)
     return NodeDataLoader(graph, train_ids, sampler, args.batch_size,
                           prefetch=prefetch, seed=args.seed, feature="feat" if "feat" in graph.ndata else None,
                           cache_bytes=int(args.cache_mb * 2**20), max_batches=args.steps_per_epoch)

@@ -96,8 +96,8 @@ def test_cluster_sampler_sets_the_layer_count(tmp_path):
 
 @pytest.mark.mpi(sizes=(2,))
 def test_cluster_gcn_resume_is_bit_exact(nranks, comm, shared_tmp):
+    from hpcgnn.testing.resume import assert_resume_bit_exact
     from hpcgnn.training.config import parse_args
-    from hpcgnn.training.loop import run
 
     path, _ = make_dataset(comm, shared_tmp, nranks, name="clr", num_nodes=600, avg_degree=8)
 
@@ -106,9 +106,4 @@ def test_cluster_gcn_resume_is_bit_exact(nranks, comm, shared_tmp):
                            "--hidden", "16", "--epochs", str(epochs), "--no-progress", "--prefetch", "1",
                            "--eval-every", "2", "--checkpoint-every", "1", "--checkpoint-dir", directory, *extra])
 
-    full_dir, cut_dir = (f"{shared_tmp}/{name}" for name in ("cl_full", "cl_cut"))
-    _, full = run(flags(4, full_dir), comm)
-    run(flags(2, cut_dir), comm)
-    _, resumed = run(flags(4, cut_dir, "--resume"), comm)
-    assert [h["loss"] for h in resumed] == [h["loss"] for h in full]
-    assert resumed[-1]["test_acc"] == full[-1]["test_acc"]
+    assert_resume_bit_exact(comm, flags, shared_tmp, "cl")
