@@ -94,8 +94,9 @@ def build_parser():
 
 #: flags of --task link only, with their defaults: set with --task node they are an error
 SAINT = ("saint-node", "saint-edge", "saint-rw")
-SAMPLERS = ("neighbor", "cluster", "randomwalk", *SAINT)
+SAMPLERS = ("neighbor", "layer", "cluster", "randomwalk", *SAINT)
 DEFAULT_FANOUTS = "10,25"
+DEFAULT_LAYER_SIZES = "512,512"
 DEFAULT_BATCH = 1000
 #: each sampler flag: its default and the samplers it applies to (refused with any other)
 SAMPLER_FLAGS = {"num_clusters": (32, ("cluster",)), "clusters_per_batch": (4, ("cluster",)),
@@ -104,7 +105,7 @@ SAMPLER_FLAGS = {"num_clusters": (32, ("cluster",)), "clusters_per_batch": (4, (
 #: samplers whose batch is a subgraph of the rank's part (no seed batches, node tasks only), and
 #: those whose blocks are weighted (a weighted mean: GraphSAGE with the mean aggregator only)
 SUBGRAPH_SAMPLERS = ("cluster", *SAINT)
-WEIGHTED_SAMPLERS = ("randomwalk", *SAINT)
+WEIGHTED_SAMPLERS = ("layer", "randomwalk", *SAINT)
 LINK_DEFAULTS = {"predictor": "dot", "negative_sampler": "corrupt", "negatives": 1, "link_loss": "bce",
                  "margin": 1.0, "exclude": "self"}
 
@@ -137,10 +138,13 @@ def add_sampler_arguments(p):
     p.add_argument("--sampler", choices=SAMPLERS, default="neighbor",
                    help="neighbor: --fanouts per layer; cluster: Cluster-GCN, batches of --clusters-per-batch "
                         "METIS clusters of each rank's nodes, the model on the subgraph they induce; "
+                        "layer: LADIES, --layer-sizes nodes per layer by importance sampling; "
                         "randomwalk: PinSAGE, each node's --topk most visited nodes of random walks; "
                         "saint-node|saint-edge|saint-rw: GraphSAINT subgraphs of each rank's part")
     p.add_argument("--fanouts", default=DEFAULT_FANOUTS,
                    help="per layer, input layer first; 'all' (or --fanouts=-1,...) takes every neighbour")
+    p.add_argument("--layer-sizes", default=DEFAULT_LAYER_SIZES,
+                   help="--sampler layer: nodes drawn per layer, input layer first (one per layer)")
     help_of = {"num_clusters": "clusters of each rank's nodes (an epoch is C / Q steps)",
                "clusters_per_batch": "clusters per batch (Cluster-GCN's q)",
                "walks": "random walks started at every node of a layer",
@@ -152,6 +156,17 @@ def add_sampler_arguments(p):
                        help=f"--sampler {'|'.join(samplers)}: {help_of[dest]}")
 
 
+def parse_sizes(text) -> list:
+    """Local. ``--layer-sizes``: comma-separated positive integers, else a one-line InputError."""
+    try:
+        sizes = [int(x) for x in str(text).split(",")]
+    except ValueError:
+        raise InputError(None, "must be comma-separated integers", "--layer-sizes", text) from None
+    if min(sizes) < 1:
+        raise InputError(None, "every size must be at least 1", "--layer-sizes", text)
+    return sizes
+
+
 def check_sampler_flags(args):
     """Local. Refuse flags that do not apply to the run's ``--sampler`` (never silently ignored)."""
     for dest, (default, samplers) in SAMPLER_FLAGS.items():
@@ -160,6 +175,8 @@ def check_sampler_flags(args):
             raise InputError(None, f"applies to --sampler {'|'.join(samplers)} only", flag, value)
         if value < 1:
             raise InputError(None, "must be at least 1", flag, value)
+    if args.sampler != "layer" and str(args.layer_sizes) != DEFAULT_LAYER_SIZES:
+        raise InputError(None, "applies to --sampler layer only", "--layer-sizes", args.layer_sizes)
     refused = {}
     if args.sampler != "neighbor":
         refused["--fanouts"] = (str(args.fanouts) != DEFAULT_FANOUTS, "it has no fanouts")
@@ -244,6 +261,12 @@ def parse_args(argv=None):
         parser.set_defaults(**read_config(known.config, parser))
     args = parser.parse_args(argv)
     check_sampler_flags(args)
+    if args.sampler == "layer":  # one size per layer, as fanouts
+        args.layer_sizes = parse_sizes(args.layer_sizes)
+        args.layers = args.layers or len(args.layer_sizes)
+        if args.layers != len(args.layer_sizes):
+            raise InputError(None, f"needs one size per layer ({args.layers} layers)", "--layer-sizes",
+                             ",".join(map(str, args.layer_sizes)))
     if args.sampler != "neighbor":  # no fanouts: --layers (default 2) counts the layers
         args.layers = args.layers or 2
         args.fanouts = ",".join(["all"] * args.layers)

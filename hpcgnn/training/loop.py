@@ -147,7 +147,7 @@ def start_line(session, args) -> str:
     else:
         task = (f"{config['num_classes']} {'labels' if config['task'] == 'multilabel' else 'classes'} "
                 f"({config['task']}, metric {config['metric']})")
-    sampling = {"neighbor": f"fanouts {args.fanouts}",
+    sampling = {"neighbor": f"fanouts {args.fanouts}", "layer": f"LADIES layer sizes {args.layer_sizes}",
                 "cluster": f"Cluster-GCN {args.num_clusters} clusters per rank, {args.clusters_per_batch} per batch",
                 "randomwalk": f"random walks {args.walks} x {args.walk_length} steps, top {args.topk}"}.get(
         args.sampler, f"GraphSAINT {args.sampler[6:]} sampler, budget {args.budget}")

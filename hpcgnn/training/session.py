@@ -25,6 +25,7 @@ from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.rng import derive_seed
 from hpcgnn.sampling import NeighborSampler
 from hpcgnn.sampling.cluster import ClusterSampler
+from hpcgnn.sampling.layer import LayerSampler
 from hpcgnn.sampling.randomwalk import RandomWalkSampler
 from hpcgnn.sampling.saint import SaintSampler
 from hpcgnn.store import DistEmbedding, SparseAdam
@@ -168,10 +169,13 @@ def open_session(args, comm) -> Session:
 
 def build_sampler(graph, args, model):
     """Local. The ``--sampler`` of the run: neighbour sampling with ``--fanouts``, Cluster-GCN's
-    clusters of this rank's nodes (METIS, at construction), PinSAGE's random walks, or GraphSAINT's
+    clusters of this rank's nodes (METIS, at construction), LADIES' layer-wise importance sampling,
+    PinSAGE's random walks, or GraphSAINT's
     subgraphs (normalised by presampling, at construction)."""
     if args.sampler == "cluster":
         return ClusterSampler(graph, args.layers, args.num_clusters, "train_mask", seed=args.seed)
+    if args.sampler == "layer":
+        return LayerSampler(args.layer_sizes, seed=args.seed)
     if args.sampler == "randomwalk":
         return RandomWalkSampler(args.layers, args.walks, args.walk_length, args.topk, seed=args.seed)
     if args.sampler.startswith("saint-"):

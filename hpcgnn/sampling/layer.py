@@ -1,0 +1,79 @@
+"""Layer-wise importance sampling (LADIES, Zou et al. 2019) over a DistGraph.
+
+Per layer, from the seeds outwards, a fixed budget of nodes is drawn for the whole layer rather
+than a fanout per node. With ``P`` the mean-aggregation matrix (``P[v, u]`` = multiplicity of the
+edge u -> v / in-degree(v)) restricted to the layer's destination rows, candidate u is drawn with
+probability ``p_u = sum_v P[v, u]^2 / ||P||_F^2`` (the squared column norms: layer-dependent, the
+nodes the destinations' aggregations lean on most), ``s`` = ``layer_sizes[l]`` times with
+replacement. The distinct drawn nodes u, drawn ``m_u`` times, are the layer's sources, and the
+edge u -> v carries the importance weight ``m_u P[v, u] / (s p_u)``, so the weighted sum over the
+sampled sources is an unbiased estimate of v's mean over all its in-neighbours (the blocks'
+weights are used as the aggregation's matrix entries: :class:`~hpcgnn.nn.block.BlockTensors`).
+A destination none of whose in-neighbours was drawn aggregates 0 this step.
+
+Each layer reads its destinations' whole in-edge lists (:meth:`~hpcgnn.graph.DistGraph.in_edges`,
+remote rows through the windows); the draws come from a stream keyed by the batch seed and the
+layer, so a batch is the same on any number of ranks.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from hpcgnn import _sample
+from hpcgnn.runtime.rng import generator
+from hpcgnn.sampling.block import Block, MiniBatch
+
+
+class LayerSampler:
+    """Local. LADIES: ``layer_sizes[l]`` importance-sampled nodes per layer, weighted edges.
+
+    Parameters
+    ----------
+    layer_sizes : sequence of int
+        Nodes drawn per layer, input layer first (DGL's order, as fanouts).
+    seed : int
+        Base seed; :meth:`sample` also takes a per-batch ``seed``.
+    """
+
+    def __init__(self, layer_sizes, seed=0):
+        self.layer_sizes = [int(s) for s in layer_sizes]
+        if not self.layer_sizes or min(self.layer_sizes) < 1:
+            raise ValueError(f"layer sizes must be positive, got {list(layer_sizes)}")
+        self.seed = int(seed)
+
+    def layer(self, graph, nodes, size, rng):
+        """Local. One layer's block over destinations ``nodes``: ``(next_nodes, Block)``."""
+        offsets, src, eids = graph.in_edges(nodes)
+        degree = np.diff(offsets)
+        row = np.repeat(np.arange(nodes.shape[0], dtype=np.int64), degree)
+        entry = 1.0 / np.repeat(np.maximum(degree, 1), degree)  # P[v, u] per edge (parallel edges add up)
+        candidates, column = np.unique(src, return_inverse=True)
+        # squared column norms of P over the layer's rows: sum over v of (sum of v's entries for u)^2
+        pair, pair_index = np.unique(row * np.int64(max(candidates.shape[0], 1)) + column, return_inverse=True)
+        pair_value = np.bincount(pair_index, weights=entry)
+        norms = np.bincount(pair % max(candidates.shape[0], 1), weights=pair_value ** 2, minlength=candidates.shape[0])
+        if candidates.shape[0] == 0:
+            drawn, times = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        else:
+            p = norms / norms.sum()
+            drawn, times = np.unique(rng.choice(candidates.shape[0], size, p=p), return_counts=True)
+            scale = np.zeros(candidates.shape[0])
+            scale[drawn] = times / (size * p[drawn])
+        keep = np.isin(column, drawn)
+        next_nodes, src_pos = _sample.relabel(nodes, candidates[column[keep]])
+        indptr = np.zeros(nodes.shape[0] + 1, dtype=np.int64)
+        np.cumsum(np.bincount(row[keep], minlength=nodes.shape[0]), out=indptr[1:])
+        weight = (entry[keep] * scale[column[keep]]).astype(np.float32) if keep.any() else np.zeros(0, np.float32)
+        return next_nodes, Block(int(next_nodes.shape[0]), int(nodes.shape[0]), indptr, src_pos, eids[keep],
+                                 edge_weight=weight)
+
+    def sample(self, graph, seed_gids, seed=None) -> MiniBatch:
+        """Local. The blocks of ``seed_gids`` (unique global ids)."""
+        seeds = np.asarray(seed_gids, dtype=np.int64).reshape(-1)
+        base = self.seed if seed is None else int(seed)
+        nodes, blocks = seeds, []
+        for hop, size in enumerate(reversed(self.layer_sizes)):
+            nodes, block = self.layer(graph, nodes, size, generator(base, "layer_sample", hop))
+            blocks.append(block)
+        blocks.reverse()
+        return MiniBatch(seed_gids=seeds, input_gids=nodes, blocks=blocks)
