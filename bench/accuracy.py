@@ -50,23 +50,38 @@ RUNS = {
 SELECTED = {"val_acc": "test_acc_at_best_val", "val_loss": "test_acc_at_best_val_loss"}
 
 
-def one_run(name, spec, seed, ranks, reuse=False):
-    """Partition with this seed's split, train on ``ranks`` ranks, return the final metrics record."""
+def parts_path(name, spec, seed, ranks) -> str:
+    """Where the dataset prepared for one run lives (its name hashes the run's flags)."""
     work = os.path.join(common.WORK, "accuracy")
     os.makedirs(work, exist_ok=True)
     flags = json.dumps([spec["path"], spec["prepare"], spec["train"]])
-    parts = os.path.join(work, f"{name}_{hashlib.sha1(flags.encode()).hexdigest()[:8]}_s{seed}_p{ranks}")
+    return os.path.join(work, f"{name}_{hashlib.sha1(flags.encode()).hexdigest()[:8]}_s{seed}_p{ranks}")
+
+
+def prepare(name, spec, seed, ranks, again=False) -> str:
+    """Partition the dataset with this seed's split into ``ranks`` parts (once, unless ``again``);
+    its directory."""
+    parts = parts_path(name, spec, seed, ranks)
+    if not again and os.path.exists(os.path.join(parts, "meta.json")):
+        return parts
+    shchur = "per-class" in " ".join(spec["prepare"])
+    split_seed = ["--split-seed", str(seed)] if shchur else []
+    subprocess.run(common.hpcgnn_cmd("partition", os.path.join(DATA, spec["path"]), "--parts", str(ranks),
+                                     "--symmetrize", "--out", parts, "--force", *spec["prepare"], *split_seed),
+                   check=True, capture_output=True)
+    return parts
+
+
+def one_run(name, spec, seed, ranks, reuse=False):
+    """Partition with this seed's split, train on ``ranks`` ranks, return the final metrics record."""
+    parts = parts_path(name, spec, seed, ranks)
     metrics = parts + ".jsonl"
     if reuse and os.path.exists(metrics):
         with open(metrics) as fh:
             records = [json.loads(line) for line in fh if line.strip()]
         if records and records[-1].get("final"):
             return records[-1]
-    shchur = "per-class" in " ".join(spec["prepare"])
-    split_seed = ["--split-seed", str(seed)] if shchur else []
-    subprocess.run(common.hpcgnn_cmd("partition", os.path.join(DATA, spec["path"]), "--parts", str(ranks),
-                                     "--symmetrize", "--out", parts, "--force", *spec["prepare"], *split_seed),
-                   check=True, capture_output=True)
+    prepare(name, spec, seed, ranks, again=True)
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     subprocess.run([mpiexec, "-n", str(ranks), sys.executable, "-m", "hpcgnn.train", "--data", parts,
                     *spec["train"], "--batch-size", "100000", "--eval-every", "1", "--seed", str(seed),

@@ -84,6 +84,10 @@ def du_bytes(path) -> int:
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
 
 
+#: the generated RMAT graphs of the speed benchmarks: (nodes, edges, feature width, classes)
+GRAPHS = {"small": (100_000, 2_000_000, 64, 10), "medium": (1_000_000, 25_000_000, 100, 20)}
+
+
 def ensure_parts(graph, parts, tag):
     """Partition (once) ``graph`` into ``parts`` METIS parts, symmetrized; return the directory."""
     out = os.path.join(WORK, f"{tag}_{parts}")

@@ -101,7 +101,7 @@ def train_epoch(session: Session, epoch, show_progress=False) -> dict:
     stats = session.loader.stats
     phases = {"sample": stats.sample_s, "gather": stats.gather_s, "compute": compute_s, "allreduce": allreduce_s,
               "wait": stats.wait_s}
-    return epoch_record(session.comm, epoch + 1, totals, epoch_time, phases, stats)
+    return epoch_record(session.comm, epoch + 1, totals, epoch_time, phases, stats, steps=len(session.loader))
 
 
 def average_buffers(model, comm):

@@ -39,6 +39,9 @@ EPOCH_FIELDS = {
             "multi-label: binary cross-entropy per (node, label) entry; weighted under --class-weight balanced",
     "train_acc": "training accuracy over the epoch's mini-batches; on evaluated epochs the full-neighbourhood "
                  "accuracy on train_mask (multi-label: the share of (node, label) entries predicted right)",
+    "steps": "batches each rank trained on this epoch (the same on every rank)",
+    "train_seen": "training items the epoch's batches scored, summed over ranks: seed nodes (multi-label: "
+                  "node-label entries; link prediction: positive and negative pairs)",
     "epoch_time_s": "seconds of the epoch's training on the slowest rank; evaluation excluded (eval_time_s)",
     "efficiency": "mean over ranks of busy time (epoch time minus gradient Allreduce) / epoch_time_s; "
                   "1.0 means no rank waited for another",
@@ -150,7 +153,7 @@ def _ratio(numerator, denominator):
     return round(float(numerator / denominator), 4) if denominator > 0 else None
 
 
-def epoch_record(comm, epoch, totals, epoch_time, phases, stats=None) -> dict:
+def epoch_record(comm, epoch, totals, epoch_time, phases, stats=None, steps=None) -> dict:
     """Collective over comm. The record of ``epoch`` (1-based) from this rank's sums.
 
     ``totals`` is ``[loss summed over seeds, correct predictions, seeds]``; ``phases`` this
@@ -161,6 +164,8 @@ def epoch_record(comm, epoch, totals, epoch_time, phases, stats=None) -> dict:
     comm.Allreduce(mpi().IN_PLACE, totals, op=mpi().SUM)
     seen = max(totals[2], 1)
     record = {"epoch": epoch, "loss": totals[0] / seen, "train_acc": totals[1] / seen}
+    if steps is not None:
+        record.update(steps=int(steps), train_seen=int(totals[2]))
     record.update(balance_record(comm, phases, epoch_time))
     record["rank_phases_s"] = comm.gather(phases, root=0)
     if stats is not None:

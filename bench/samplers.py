@@ -1,0 +1,163 @@
+"""Every sampler of ``--sampler`` side by side: accuracy against full-neighbourhood training on
+the Shchur-protocol datasets, and training speed on the RMAT graphs.
+
+accuracy  Coauthor CS and Amazon Computers exactly as bench/accuracy.py prepares and trains
+          them (GraphSAGE-mean 2 x 64, the dataset's weight decay, 200 epochs, the dataset's
+          model selection), with each sampler's batches in place of the full-batch, full-
+          neighbourhood step; one set of sampler sizes for both datasets (SAMPLERS below).
+          Test accuracy of the selected epoch, mean +- std over seeds, and its difference to
+          full-neighbourhood training in the same run.
+speed     One epoch of GraphSAGE 2 x 256 on a symmetrized RMAT graph with each sampler (sizes
+          scaled for a graph of that size: SPEED_SAMPLERS), evaluation off: epoch time, steps,
+          steps per second and the batches' training nodes per second.
+
+    python bench/samplers.py accuracy [--datasets coauthor_cs,amazon_computers --seeds 5 --ranks 1,2,4]
+    python bench/samplers.py speed [--graph medium --ranks 2]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import accuracy  # noqa: E402
+import common  # noqa: E402
+
+#: each sampler's flags on the small real datasets (a few hundred training nodes per rank)
+SAMPLERS = {
+    "full": ["--fanouts", "all,all", "--batch-size", "100000"],
+    "neighbor": ["--fanouts", "10,25", "--batch-size", "64"],
+    "layer": ["--sampler", "layer", "--layer-sizes", "1024,1024", "--batch-size", "64"],
+    "cluster": ["--sampler", "cluster", "--num-clusters", "16", "--clusters-per-batch", "4"],
+    "randomwalk": ["--sampler", "randomwalk", "--batch-size", "64"],
+    "saint-node": ["--sampler", "saint-node", "--budget", "3000"],
+    "saint-edge": ["--sampler", "saint-edge", "--budget", "2000"],
+    "saint-rw": ["--sampler", "saint-rw", "--budget", "1000", "--walk-length", "2"],
+}
+#: the same samplers sized for the RMAT graphs (batches of about a thousand training nodes)
+SPEED_SAMPLERS = {
+    "neighbor": ["--fanouts", "10,25", "--batch-size", "1000"],
+    "layer": ["--sampler", "layer", "--layer-sizes", "8000,4000", "--batch-size", "1000"],
+    "cluster": ["--sampler", "cluster", "--num-clusters", "256", "--clusters-per-batch", "4"],
+    "randomwalk": ["--sampler", "randomwalk", "--batch-size", "1000"],
+    "saint-node": ["--sampler", "saint-node", "--budget", "3000"],
+    "saint-edge": ["--sampler", "saint-edge", "--budget", "2000"],
+    "saint-rw": ["--sampler", "saint-rw", "--budget", "1000", "--walk-length", "2"],
+}
+SPEED_MODEL = ["--model", "sage", "--hidden", "256", "--lr", "0.003", "--dropout", "0.5", "--eval-every", "0",
+               "--no-progress"]
+
+
+def mpirun(ranks, argv):
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    done = subprocess.run([mpiexec, "-n", str(ranks), sys.executable, "-m", "hpcgnn.train", *argv],
+                          capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    if done.returncode:
+        sys.stderr.write(done.stdout[-3000:] + done.stderr[-3000:])
+        raise RuntimeError(f"failed: hpcgnn.train {' '.join(argv)}")
+
+
+def records(path):
+    with open(path) as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def with_sampler(train, flags):
+    """The dataset's training flags with the sampler's in place of its full-neighbourhood ones."""
+    out, skip = [], False
+    for item in train:
+        if skip:
+            skip = False
+            continue
+        if item == "--fanouts":
+            skip = True
+            continue
+        out.append(item)
+    return out + flags
+
+
+def accuracy_runs(args):
+    work = os.path.join(common.WORK, "samplers")
+    os.makedirs(work, exist_ok=True)
+    print("| dataset | sampler | ranks | test acc % | vs full | seeds | epoch s |\n|---|---|---|---|---|---|---|",
+          flush=True)
+    rows = []
+    for name in args.datasets.split(","):
+        spec = accuracy.RUNS[name]
+        for ranks in [int(r) for r in args.ranks.split(",")]:
+            full = None
+            for sampler in args.samplers.split(","):
+                accs, times = [], []
+                for seed in range(args.seeds):
+                    parts = accuracy.prepare(name, spec, seed, ranks)
+                    metrics = os.path.join(work, f"{name}_{sampler}_s{seed}_p{ranks}.jsonl")
+                    if not (args.reuse and os.path.exists(metrics) and records(metrics)[-1].get("final")):
+                        if os.path.exists(metrics):
+                            os.remove(metrics)
+                        mpirun(ranks, ["--data", parts, *with_sampler(spec["train"], SAMPLERS[sampler]),
+                                       "--eval-every", "1", "--seed", str(seed), "--metrics", metrics,
+                                       "--prefetch", "0", "--no-progress"])
+                    final = records(metrics)[-1]
+                    accs.append(100 * final[accuracy.SELECTED[spec["select"]]])
+                    times.append(final["epoch_time_s"] if "epoch_time_s" in final else np.nan)
+                acc = np.array(accs)
+                full = acc.mean() if sampler == "full" else full
+                gap = "" if full is None or sampler == "full" else f"{acc.mean() - full:+.1f}"
+                rows.append({"dataset": name, "sampler": sampler, "ranks": ranks, "accuracies": accs})
+                print(f"| {name} | {sampler} | {ranks} | {acc.mean():.1f} +- {acc.std():.1f} | {gap} | {args.seeds} | "
+                      f"{np.nanmean(times):.3f} |", flush=True)
+    return rows
+
+
+def speed_runs(args):
+    graph = common.ensure_graph(*common.GRAPHS[args.graph])
+    print("| sampler | ranks | epoch s | steps | steps/s | seeds/s | sample s | compute s |\n"
+          "|---|---|---|---|---|---|---|---|", flush=True)
+    rows = []
+    for ranks in [int(r) for r in args.ranks.split(",")]:
+        parts = common.ensure_parts(graph, ranks, f"samplers_{args.graph}")
+        for sampler in args.samplers.split(","):
+            if sampler not in SPEED_SAMPLERS:
+                continue
+            metrics = os.path.join(common.WORK, f"samplers_speed_{args.graph}_{sampler}_{ranks}.jsonl")
+            if os.path.exists(metrics):
+                os.remove(metrics)
+            mpirun(ranks, ["--data", parts, *SPEED_MODEL, *SPEED_SAMPLERS[sampler], "--epochs", "1",
+                           "--metrics", metrics])
+            epoch = [r for r in records(metrics) if "epoch" in r and not r.get("final")][-1]
+            final = records(metrics)[-1]
+            steps, seeds = epoch["steps"], epoch["train_seen"]
+            row = {"sampler": sampler, "ranks": ranks, "epoch_s": epoch["epoch_time_s"], "steps": steps,
+                   "seeds": seeds, "phases_s": final.get("phases_s")}
+            rows.append(row)
+            phases = final.get("phases_s") or {}
+            rate, seed_rate = steps / epoch["epoch_time_s"], seeds / epoch["epoch_time_s"]
+            print(f"| {sampler} | {ranks} | {epoch['epoch_time_s']:.1f} | {steps} | {rate:.1f} | {seed_rate:,.0f} | "
+                  f"{phases.get('sample', float('nan')):.1f} | {phases.get('compute', float('nan')):.1f} |", flush=True)
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", choices=("accuracy", "speed"))
+    parser.add_argument("--datasets", default="coauthor_cs,amazon_computers")
+    parser.add_argument("--samplers", default=",".join(SAMPLERS))
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--ranks", default=None, help="default: 1,2,4 (accuracy), 2 (speed)")
+    parser.add_argument("--graph", default="medium", choices=("small", "medium"))
+    parser.add_argument("--reuse", action="store_true", help="accuracy: take finished runs from bench/work/samplers")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    args.ranks = args.ranks or ("1,2,4" if args.what == "accuracy" else "2")
+    common.print_header(f"samplers {args.what}")
+    rows = accuracy_runs(args) if args.what == "accuracy" else speed_runs(args)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"machine": common.machine_info(), "rows": rows}, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()
