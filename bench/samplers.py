@@ -36,6 +36,7 @@ SAMPLERS = {
     "saint-node": ["--sampler", "saint-node", "--budget", "3000"],
     "saint-edge": ["--sampler", "saint-edge", "--budget", "2000"],
     "saint-rw": ["--sampler", "saint-rw", "--budget", "1000", "--walk-length", "2"],
+    "vr": ["--sampler", "vr", "--vr-neighbors", "2", "--batch-size", "64"],
 }
 #: the same samplers sized for the RMAT graphs (batches of about a thousand training nodes)
 SPEED_SAMPLERS = {
@@ -46,6 +47,7 @@ SPEED_SAMPLERS = {
     "saint-node": ["--sampler", "saint-node", "--budget", "3000"],
     "saint-edge": ["--sampler", "saint-edge", "--budget", "2000"],
     "saint-rw": ["--sampler", "saint-rw", "--budget", "1000", "--walk-length", "2"],
+    "vr": ["--sampler", "vr", "--vr-neighbors", "2", "--batch-size", "1000"],
 }
 SPEED_MODEL = ["--model", "sage", "--hidden", "256", "--lr", "0.003", "--dropout", "0.5", "--eval-every", "0",
                "--no-progress"]

@@ -20,6 +20,8 @@ class BlockTensors:
         self.dst_graph_degree = (torch.from_numpy(block.dst_degree).to(torch.float32)
                                  if getattr(block, "dst_degree", None) is not None else self.in_degree)
         self._src_degree = src_degree
+        #: constant source rows appended after the previous layer's output (a control variate's)
+        self.extra_rows = getattr(block, "extra_rows", None)
         self._block = block
         self._matrices = {}
 

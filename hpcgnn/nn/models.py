@@ -7,6 +7,7 @@ sampler for graph in-degrees (GCN's symmetric normalisation).
 """
 from __future__ import annotations
 
+import torch
 from torch import nn
 from torch.nn import functional as F
 
@@ -20,6 +21,8 @@ class LayerStack(nn.Module):
 
     #: the sampler must read graph in-degrees of the input nodes (``MiniBatch.input_degree``)
     needs_degrees = False
+    #: keep each hidden layer's activations of the last forward pass, before dropout (``hidden``)
+    record_hidden = False
 
     def __init__(self, layers, hidden_dims, dropout, norm, input_dropout=0.0):
         super().__init__()
@@ -35,12 +38,18 @@ class LayerStack(nn.Module):
     def forward(self, blocks, x, input_degree=None):
         blocks = as_block_tensors(blocks, input_degree)
         h = self.input_dropout(x)
+        self.hidden = []
         for i, (layer, block) in enumerate(zip(self.layers, blocks)):
+            if block.extra_rows is not None:
+                h = torch.cat([h, block.extra_rows])
             h = layer(block, h)
             if i < len(self.layers) - 1:
                 if self.norms is not None:
                     h = self.norms[i](h)
-                h = self.dropout(F.elu(h)) if isinstance(layer, GATConv) else self.relu_dropout(h)
+                gat = isinstance(layer, GATConv)
+                if self.record_hidden:
+                    self.hidden.append((F.elu if gat else F.relu)(h.detach()))
+                h = self.dropout(F.elu(h)) if gat else self.relu_dropout(h)
         return h
 
     def layer_forward(self, i, block, h):

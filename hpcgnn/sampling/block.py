@@ -26,6 +26,9 @@ class Block:
     dst_degree: np.ndarray = None
     #: float32 weight of each edge (a weighted sampler's; each row's sum is 1), None: unweighted
     edge_weight: np.ndarray = None
+    #: values of the last sources, constant rows appended to the layer's input (a float tensor, set
+    #: just before the forward pass: VR-GCN's history terms, :mod:`hpcgnn.sampling.vr`); None: none
+    extra_rows: object = None
 
     @property
     def num_edges(self) -> int:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from hpcgnn.runtime.collectives import exchange_by_owner
 from hpcgnn.runtime.comm import world
 from hpcgnn.runtime.resources import CollectiveResource
 from hpcgnn.runtime.rng import unit_uniform
 from hpcgnn.store.partition_book import PartitionBook
-from hpcgnn.store.window import RowWindow, take_rows
+from hpcgnn.store.window import RowWindow, sync_windows, take_rows
 
 
 def zeros_init(gids, row_shape, dtype):
@@ -144,6 +145,30 @@ class DistTensor(CollectiveResource):
         self.book.check(gids, f"DistTensor '{self.name}': row")
         owners = self.book.owner(gids)
         self.window.write(owners, gids - self.book.starts[owners], values)
+
+    def assign(self, gids, values):
+        """Collective over comm. Every rank writes rows ``gids`` at once, with a fixed outcome when
+        ranks write the same row: the highest rank's value (and a rank's last) is kept.
+
+        Rows travel to their owners (one Alltoallv), which apply them in rank order: unlike
+        ``tensor[gids] = values``, whose concurrent one-sided writes of one row land in any
+        order, the result does not depend on timing. Visible to every rank on return; no row
+        is changed before every rank has entered the call (the counts' Alltoall waits for all),
+        so reads a rank finished before it are never torn.
+        """
+        gids = as_ids(gids)
+        if hasattr(values, "detach"):
+            values = values.detach().cpu().numpy()
+        values = np.ascontiguousarray(np.broadcast_to(np.asarray(values, dtype=self.dtype),
+                                                      (gids.shape[0], *self.shape[1:])))
+        if gids.shape[0]:
+            self.book.check(gids, f"DistTensor '{self.name}': row")
+        lids, rows = exchange_by_owner(self.comm, self.book.owner(gids), gids, values)
+        lids = lids - self.local_range[0]
+        # the last occurrence of each row wins (numpy leaves repeated fancy-index stores unordered)
+        last = lids.shape[0] - 1 - np.unique(lids[::-1], return_index=True)[1]
+        self.window.local[lids[last]] = rows[last]
+        sync_windows(self.comm, [self.window])
 
     def barrier(self):
         """Collective over comm. Complete every rank's writes and make them visible to all."""

@@ -39,8 +39,8 @@ def checkpoint_name(epoch) -> str:
     return f"epoch-{epoch:04d}.pt"
 
 
-def embedding_shard_path(directory, epoch, rank) -> str:
-    """Local. Path prefix of ``rank``'s node-embedding shard (and its optimizer state) at ``epoch``."""
+def rank_shard_path(directory, epoch, rank) -> str:
+    """Local. Path prefix of ``rank``'s shards at ``epoch``: node embedding, its optimizer state, VR-GCN's histories."""
     return os.path.join(directory, f"epoch-{epoch:04d}.rank-{rank:05d}")
 
 
@@ -208,11 +208,15 @@ def save_session(session, directory, epoch, history):
     shards are missing.
     """
     comm = session.comm
+    shard = rank_shard_path(directory, epoch, comm.rank)
     if session.embedding is not None:
-        shard = embedding_shard_path(directory, epoch, comm.rank)
         os.makedirs(directory, exist_ok=True)
         session.embedding.save(shard + ".emb.npz")
         session.embed_optimizer.save(shard + ".opt.npz")
+    if session.control is not None:
+        os.makedirs(directory, exist_ok=True)
+        session.control.save(shard + ".vr.npz")
+    if session.embedding is not None or session.control is not None:
         comm.Barrier()
     rngs = comm.gather(rng_state(), root=0)
     if comm.rank == 0:
@@ -245,7 +249,7 @@ def resume_session(session, directory):
     except (RuntimeError, ValueError, KeyError, TypeError) as exc:
         raise InputError(path, f"checkpoint does not fit the model ({type(exc).__name__})") from None
     if session.embedding is not None:
-        shard = embedding_shard_path(directory, state["epoch"], comm.rank)
+        shard = rank_shard_path(directory, state["epoch"], comm.rank)
         session.embedding.load(shard + ".emb.npz")  # collective: fails on every rank alike
         error = None
         try:
@@ -253,6 +257,8 @@ def resume_session(session, directory):
         except InputError as exc:
             error = exc
         fail_together(comm, error, directory)  # never leave the other ranks waiting
+    if session.control is not None:
+        session.control.load(rank_shard_path(directory, state["epoch"], comm.rank) + ".vr.npz")
     error = None
     try:  # each rank reads its own entry, so only some ranks may find theirs malformed
         set_rng_state(state["rng"][comm.rank])

@@ -94,18 +94,19 @@ def build_parser():
 
 #: flags of --task link only, with their defaults: set with --task node they are an error
 SAINT = ("saint-node", "saint-edge", "saint-rw")
-SAMPLERS = ("neighbor", "layer", "cluster", "randomwalk", *SAINT)
+SAMPLERS = ("neighbor", "layer", "cluster", "randomwalk", *SAINT, "vr")
 DEFAULT_FANOUTS = "10,25"
 DEFAULT_LAYER_SIZES = "512,512"
 DEFAULT_BATCH = 1000
 #: each sampler flag: its default and the samplers it applies to (refused with any other)
 SAMPLER_FLAGS = {"num_clusters": (32, ("cluster",)), "clusters_per_batch": (4, ("cluster",)),
                  "walks": (20, ("randomwalk",)), "walk_length": (3, ("randomwalk", "saint-rw")),
-                 "topk": (10, ("randomwalk",)), "budget": (1000, SAINT), "presample": (50, SAINT)}
+                 "topk": (10, ("randomwalk",)), "budget": (1000, SAINT), "presample": (50, SAINT),
+                 "vr_neighbors": (2, ("vr",))}
 #: samplers whose batch is a subgraph of the rank's part (no seed batches, node tasks only), and
 #: those whose blocks are weighted (a weighted mean: GraphSAGE with the mean aggregator only)
 SUBGRAPH_SAMPLERS = ("cluster", *SAINT)
-WEIGHTED_SAMPLERS = ("layer", "randomwalk", *SAINT)
+WEIGHTED_SAMPLERS = ("layer", "randomwalk", *SAINT, "vr")
 LINK_DEFAULTS = {"predictor": "dot", "negative_sampler": "corrupt", "negatives": 1, "link_loss": "bce",
                  "margin": 1.0, "exclude": "self"}
 
@@ -140,7 +141,9 @@ def add_sampler_arguments(p):
                         "METIS clusters of each rank's nodes, the model on the subgraph they induce; "
                         "layer: LADIES, --layer-sizes nodes per layer by importance sampling; "
                         "randomwalk: PinSAGE, each node's --topk most visited nodes of random walks; "
-                        "saint-node|saint-edge|saint-rw: GraphSAINT subgraphs of each rank's part")
+                        "saint-node|saint-edge|saint-rw: GraphSAINT subgraphs of each rank's part; "
+                        "vr: VR-GCN, --vr-neighbors sampled neighbours per node with the control variate of "
+                        "historical activations, the input layer exact")
     p.add_argument("--fanouts", default=DEFAULT_FANOUTS,
                    help="per layer, input layer first; 'all' (or --fanouts=-1,...) takes every neighbour")
     p.add_argument("--layer-sizes", default=DEFAULT_LAYER_SIZES,
@@ -150,7 +153,8 @@ def add_sampler_arguments(p):
                "walks": "random walks started at every node of a layer",
                "walk_length": "steps per walk", "topk": "the most visited nodes kept as a node's neighbours",
                "budget": "nodes (saint-node), edges (saint-edge) or walk roots (saint-rw) drawn per subgraph",
-               "presample": "subgraphs drawn at start-up to estimate GraphSAINT's normalisation"}
+               "presample": "subgraphs drawn at start-up to estimate GraphSAINT's normalisation",
+               "vr_neighbors": "sampled in-neighbours per node in every layer but the input layer (VR-GCN's D)"}
     for dest, (default, samplers) in SAMPLER_FLAGS.items():
         p.add_argument("--" + dest.replace("_", "-"), type=int, default=default,
                        help=f"--sampler {'|'.join(samplers)}: {help_of[dest]}")
@@ -184,6 +188,9 @@ def check_sampler_flags(args):
         why = "a batch is a subgraph of the rank's part, for node tasks"
         refused.update({"--batch-size": (args.batch_size != DEFAULT_BATCH, why),
                         "--cache-mb": (bool(args.cache_mb), why), "--task": (args.task != "node", why)})
+    if args.sampler == "vr":
+        why = "its input layer reads the features' neighbour means, for node tasks"
+        refused.update({"--embed-dim": (bool(args.embed_dim), why), "--task": (args.task != "node", why)})
     if args.sampler in WEIGHTED_SAMPLERS:
         why = "its blocks are weighted means: GraphSAGE with the mean aggregator"
         refused.update({"--model": (args.model != "sage", why), "--aggregator": (args.aggregator != "mean", why)})

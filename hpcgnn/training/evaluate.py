@@ -17,9 +17,9 @@ from hpcgnn.store import DistEmbedding
 from hpcgnn.training.checkpoint import (
     DATASET_KEYS,
     check_fits,
-    embedding_shard_path,
     latest_checkpoint,
     load_checkpoint,
+    rank_shard_path,
 )
 from hpcgnn.training.inference import inference_sampler, input_rows, layerwise_inference, split_accuracy
 from hpcgnn.training.link_task import TASK as LINK
@@ -97,7 +97,7 @@ def evaluate_checkpoint(args, comm) -> dict:
         directory = args.checkpoint if os.path.isdir(args.checkpoint) else os.path.dirname(args.checkpoint)
         embedding = DistEmbedding(graph.num_nodes, state["config"]["embed_dim"], name=EMBEDDING_NAME, comm=comm,
                                   book=graph.book)
-        embedding.load(embedding_shard_path(directory, state["epoch"], comm.rank) + ".emb.npz")
+        embedding.load(rank_shard_path(directory, state["epoch"], comm.rank) + ".emb.npz")
     outputs = InferenceOutputs(args.save_embeddings, args.embedding_layer, args.save_predictions,
                                len(model.layers), sizes["task"], log)
     if link:

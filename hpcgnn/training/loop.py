@@ -52,7 +52,11 @@ def train_step(session: Session, batch, scale=1.0, first=True, last=True) -> Ste
     if first:
         session.grads.zero()
     x = model_inputs(batch.feat, session.embedding, batch.input_gids)
+    if session.control is not None:
+        session.control.fill(batch)  # VR-GCN: the history terms, as the last step left them
     out = session.model(batch.blocks, x, batch.input_degree)
+    if session.control is not None:
+        session.control.update(batch, session.model.hidden)  # collective: every rank has a batch each step
     loss, correct, seen = session.loss.batch(out, batch)
     (loss * scale if scale != 1.0 else loss).backward()
     t1 = time.perf_counter()

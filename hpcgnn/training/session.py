@@ -28,7 +28,9 @@ from hpcgnn.sampling.cluster import ClusterSampler
 from hpcgnn.sampling.layer import LayerSampler
 from hpcgnn.sampling.randomwalk import RandomWalkSampler
 from hpcgnn.sampling.saint import SaintSampler
+from hpcgnn.sampling.vr import ControlVariateSampler
 from hpcgnn.store import DistEmbedding, SparseAdam
+from hpcgnn.training.control_variate import ControlVariate
 from hpcgnn.training.link_task import LinkLoss, build_link_loader, link_dataset_sizes, require_edge_sets
 from hpcgnn.training.metrics import TrainingLoss, choose_metric, class_weights, task_of
 
@@ -66,6 +68,7 @@ class Session:
     embed_optimizer: SparseAdam | None
     config: dict
     loss: TrainingLoss  # or a LinkLoss: ``loss.batch(model_output, batch) -> (loss, correct, seen)``
+    control: ControlVariate | None = None  # VR-GCN's histories (--sampler vr)
 
     @property
     def link(self) -> bool:
@@ -75,6 +78,8 @@ class Session:
     def close(self):
         """Collective over comm. Free the loader's, the embedding's and the graph's windows."""
         self.loader.close()
+        if self.control is not None:
+            self.control.close()
         if self.embedding is not None:
             self.embedding.close()
         self.graph.close()
@@ -146,6 +151,7 @@ def open_session(args, comm) -> Session:
     with torch.no_grad():  # identical starting parameters everywhere
         broadcast_([t.data.numpy() for t in list(model.parameters()) + list(model.buffers())], comm)
     sampler = build_sampler(graph, args, model)
+    control = ControlVariate(graph, model) if args.sampler == "vr" else None
     prefetch, threads = thread_plan(args.prefetch, cores_per_rank(comm))
     torch.set_num_threads(threads)
     config.update(prefetch=prefetch, threads=threads)
@@ -164,14 +170,14 @@ def open_session(args, comm) -> Session:
     else:
         loss = TrainingLoss(config["task"], training_class_weights(graph, config)
                             if args.class_weight == "balanced" else None)
-    return Session(comm, graph, loader, model, grads, optimizer, embedding, embed_optimizer, config, loss)
+    return Session(comm, graph, loader, model, grads, optimizer, embedding, embed_optimizer, config, loss, control)
 
 
 def build_sampler(graph, args, model):
     """Local. The ``--sampler`` of the run: neighbour sampling with ``--fanouts``, Cluster-GCN's
     clusters of this rank's nodes (METIS, at construction), LADIES' layer-wise importance sampling,
-    PinSAGE's random walks, or GraphSAINT's
-    subgraphs (normalised by presampling, at construction)."""
+    PinSAGE's random walks, GraphSAINT's subgraphs (normalised by presampling, at construction) or
+    VR-GCN's few neighbours per node (with the control variate of :class:`ControlVariate`)."""
     if args.sampler == "cluster":
         return ClusterSampler(graph, args.layers, args.num_clusters, "train_mask", seed=args.seed)
     if args.sampler == "layer":
@@ -181,6 +187,8 @@ def build_sampler(graph, args, model):
     if args.sampler.startswith("saint-"):
         return SaintSampler(graph, args.sampler[len("saint-"):], args.layers, args.budget, args.walk_length,
                             args.presample, seed=args.seed)
+    if args.sampler == "vr":
+        return ControlVariateSampler(args.layers, args.vr_neighbors, seed=args.seed)
     return NeighborSampler(args.fanouts, input_degrees=getattr(model, "needs_degrees", False))
 
 
