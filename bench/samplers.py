@@ -12,7 +12,11 @@ speed     One epoch of GraphSAGE 2 x 256 on a symmetrized RMAT graph with each s
           steps per second and the batches' training nodes per second.
 
     python bench/samplers.py accuracy [--datasets coauthor_cs,amazon_computers --seeds 5 --ranks 1,2,4]
-    python bench/samplers.py speed [--graph medium --ranks 2]
+    python bench/samplers.py speed [--graph medium --ranks 2] [--dgl]
+
+speed --dgl  DGL 2.1's ClusterGCNSampler, SAINTSampler, RandomWalkNeighborSampler (PinSAGE's) and
+          LaborSampler (for layer) train the same model on the same graph with the same per-batch
+          sizes, in one process of as many threads as hpcgnn has ranks (bench/dgl_samplers.py).
 """
 import argparse
 import json
@@ -49,6 +53,8 @@ SPEED_SAMPLERS = {
     "saint-rw": ["--sampler", "saint-rw", "--budget", "1000", "--walk-length", "2"],
     "vr": ["--sampler", "vr", "--vr-neighbors", "2", "--batch-size", "1000"],
 }
+#: DGL 2.1's counterpart of each sampler (bench/dgl_samplers.py); None: DGL has none
+DGL_RELATIVE = {"layer": "labor", "vr": None}
 SPEED_MODEL = ["--model", "sage", "--hidden", "256", "--lr", "0.003", "--dropout", "0.5", "--eval-every", "0",
                "--no-progress"]
 
@@ -139,7 +145,38 @@ def speed_runs(args):
             rate, seed_rate = steps / epoch["epoch_time_s"], seeds / epoch["epoch_time_s"]
             print(f"| {sampler} | {ranks} | {epoch['epoch_time_s']:.1f} | {steps} | {rate:.1f} | {seed_rate:,.0f} | "
                   f"{phases.get('sample', float('nan')):.1f} | {phases.get('compute', float('nan')):.1f} |", flush=True)
+        if args.dgl:
+            compare_with_dgl(graph, ranks, [r for r in rows if r["ranks"] == ranks], args)
     return rows
+
+
+def compare_with_dgl(graph, ranks, rows, args):
+    """DGL 2.1's samplers on the same graph and per-batch sizes, one process of ``ranks`` threads, in
+    this run; batches/s and training nodes/s side by side (hpcgnn: every rank's batches)."""
+    python = common.dgl_python()
+    if python is None:
+        sys.exit("DGL virtualenv not found (see bench/partition.py --dgl-setup)")
+    ours = {r["sampler"]: r for r in rows}
+    theirs_of = {s: DGL_RELATIVE.get(s, s) for s in ours if DGL_RELATIVE.get(s, s) is not None}
+    clusters = 256 * ranks  # hpcgnn: 256 METIS clusters of each rank's part
+    done = subprocess.run([python, os.path.join(os.path.dirname(os.path.abspath(__file__)), "dgl_samplers.py"),
+                           graph, "--samplers", ",".join(theirs_of.values()), "--threads", str(ranks),
+                           "--clusters", str(clusters), "--batches", str(args.dgl_batches)],
+                          capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS=str(ranks)))
+    if done.returncode:
+        sys.stderr.write(done.stderr[-3000:])
+        raise RuntimeError("dgl_samplers.py failed")
+    theirs = {r["sampler"]: r for r in (json.loads(x) for x in done.stdout.splitlines() if x.startswith("{"))}
+    print(f"\n| sampler | DGL 2.1 sampler | hpcgnn batches/s ({ranks} ranks) | DGL batches/s ({ranks} threads) "
+          "| ratio | hpcgnn train nodes/s | DGL train nodes/s | ratio |\n|---|---|---|---|---|---|---|---|", flush=True)
+    for sampler, name in theirs_of.items():
+        mine, dgl = ours[sampler], theirs[name]
+        batches = mine["steps"] * ranks / mine["epoch_s"]
+        nodes = mine["seeds"] / mine["epoch_s"]
+        mine.update(dgl=dgl)
+        ratio = batches / dgl["batches_per_s"]
+        print(f"| {sampler} | {name} | {batches:.2f} | {dgl['batches_per_s']:.2f} | {ratio:.2f}x | {nodes:,.0f} | "
+              f"{dgl['train_nodes_per_s']:,.0f} | {nodes / dgl['train_nodes_per_s']:.2f}x |", flush=True)
 
 
 def main():
@@ -151,6 +188,8 @@ def main():
     parser.add_argument("--ranks", default=None, help="default: 1,2,4 (accuracy), 2 (speed)")
     parser.add_argument("--graph", default="medium", choices=("small", "medium"))
     parser.add_argument("--reuse", action="store_true", help="accuracy: take finished runs from bench/work/samplers")
+    parser.add_argument("--dgl", action="store_true", help="speed: DGL 2.1's samplers side by side (its virtualenv)")
+    parser.add_argument("--dgl-batches", type=int, default=30, help="speed: DGL's timed batches per sampler")
     parser.add_argument("--json")
     args = parser.parse_args()
     args.ranks = args.ranks or ("1,2,4" if args.what == "accuracy" else "2")

@@ -22,6 +22,8 @@ class BlockTensors:
         self._src_degree = src_degree
         #: constant source rows appended after the previous layer's output (a control variate's)
         self.extra_rows = getattr(block, "extra_rows", None)
+        #: the previous layer's output is followed by the same rows before dropout
+        self.with_expected = getattr(block, "with_expected", False)
         self._block = block
         self._matrices = {}
 

@@ -38,8 +38,10 @@ class LayerStack(nn.Module):
     def forward(self, blocks, x, input_degree=None):
         blocks = as_block_tensors(blocks, input_degree)
         h = self.input_dropout(x)
-        self.hidden = []
+        self.hidden, expected = [], None
         for i, (layer, block) in enumerate(zip(self.layers, blocks)):
+            if block.with_expected:
+                h = torch.cat([h, expected])
             if block.extra_rows is not None:
                 h = torch.cat([h, block.extra_rows])
             h = layer(block, h)
@@ -47,8 +49,10 @@ class LayerStack(nn.Module):
                 if self.norms is not None:
                     h = self.norms[i](h)
                 gat = isinstance(layer, GATConv)
-                if self.record_hidden:
-                    self.hidden.append((F.elu if gat else F.relu)(h.detach()))
+                if self.record_hidden or blocks[i + 1].with_expected:
+                    expected = (F.elu if gat else F.relu)(h)  # the activation's mean under dropout
+                    if self.record_hidden:
+                        self.hidden.append(expected.detach())
                 h = self.dropout(F.elu(h)) if gat else self.relu_dropout(h)
         return h
 

@@ -29,6 +29,9 @@ class Block:
     #: values of the last sources, constant rows appended to the layer's input (a float tensor, set
     #: just before the forward pass: VR-GCN's history terms, :mod:`hpcgnn.sampling.vr`); None: none
     extra_rows: object = None
+    #: the sources are the previous layer's output, then the same rows before dropout (their mean;
+    #: VR-GCN's CVD estimator), then ``extra_rows``
+    with_expected: bool = False
 
     @property
     def num_edges(self) -> int:

@@ -12,6 +12,12 @@ layer sees ``D`` live neighbours plus one constant row per destination, ``c_v = 
 - sum_sampled w_vu hbar_u``. This module samples the structure; the training step fills each
 block's ``extra_rows`` (the ``c_v``) from the histories just before the forward pass.
 
+Dropout makes ``h_u`` noisy around its mean ``mu_u`` (the activation before dropout), and the
+sampled term multiplies that noise's variance by ``deg / D``. The paper's CVD estimator splits
+it off: ``sum_sampled [a h_u + (w_vu - a) mu_u]`` with ``a = 1 / sqrt(deg D)``, which keeps the
+mean and gives the noise the variance it has in the exact aggregation; so a block above the
+input reads each sampled source twice, after and before dropout (``Block.with_expected``).
+
 The input layer's histories are the features themselves, which never go stale: its aggregation
 is exact, read as rows of the precomputed neighbour means of the features (VR-GCN's ``P X``), so
 the input block has no sampled edges, only that constant row per destination.
@@ -25,33 +31,47 @@ from hpcgnn.runtime.rng import derive_seed
 from hpcgnn.sampling.block import Block, MiniBatch
 
 
-def with_constant_rows(num_live, counts, src_pos, eids, weights, dst_degree=None) -> Block:
-    """Local. A weighted block whose destination ``i`` also reads source ``num_live + i`` with weight 1.
+def control_variate_block(num_live, counts, src_pos, eids, degree) -> Block:
+    """Local. VR-GCN's block over sources ``[live rows, the same rows before dropout, one constant row
+    per destination]`` (``2 num_live + num_dst`` sources).
 
-    ``counts`` are the live in-edges per destination (``src_pos``, ``eids``, ``weights``
-    grouped by destination); the constant rows follow the ``num_live`` live sources, one per
-    destination, and have edge id -1.
+    Destination ``v`` with ``c`` sampled in-edges (``src_pos``, ``eids`` grouped by destination)
+    out of ``deg`` reads each sampled source's live (dropped-out) row with weight
+    ``a = 1 / sqrt(deg c)``, its row before dropout with weight ``1 / c - a`` and its constant row
+    with weight 1: the CVD estimator, whose dropout noise has the variance of the exact
+    aggregation's instead of ``deg / c`` times it (equal weights when nothing is dropped).
     """
     num_dst = counts.shape[0]
-    rows = np.arange(num_dst, dtype=np.int64)
-    ends = np.cumsum(counts)
-    # each destination's constant-row edge goes right after its live edges
-    at = ends.astype(np.int64)
-    src = np.insert(np.asarray(src_pos, dtype=np.int64), at, num_live + rows)
-    edge_ids = np.insert(np.asarray(eids, dtype=np.int64), at, -1)
-    weight = np.insert(np.asarray(weights, dtype=np.float32), at, 1.0).astype(np.float32)
+    dst = np.repeat(np.arange(num_dst, dtype=np.int64), counts)
+    live = 1.0 / np.sqrt(np.maximum(degree, 1) * np.maximum(counts, 1))[dst]
+    expected = 1.0 / np.maximum(counts, 1)[dst] - live
+    src = np.concatenate([src_pos, num_live + np.asarray(src_pos, dtype=np.int64),
+                          2 * num_live + np.arange(num_dst, dtype=np.int64)])
+    weight = np.concatenate([live, expected, np.ones(num_dst)])
+    owner = np.concatenate([dst, dst, np.arange(num_dst, dtype=np.int64)])
+    order = np.argsort(owner, kind="stable")
     indptr = np.zeros(num_dst + 1, dtype=np.int64)
-    np.cumsum(counts + 1, out=indptr[1:])
-    return Block(num_live + num_dst, num_dst, indptr, src, edge_ids, dst_degree, edge_weight=weight)
+    np.cumsum(2 * counts + 1, out=indptr[1:])
+    edge_ids = np.concatenate([eids, eids, np.full(num_dst, -1, dtype=np.int64)])
+    return Block(2 * num_live + num_dst, num_dst, indptr, src[order], edge_ids[order], degree,
+                 edge_weight=weight[order].astype(np.float32), with_expected=True)
+
+
+def exact_input_block(num_dst) -> Block:
+    """Local. The input layer's block: destination ``i`` reads only its constant row ``num_dst + i``."""
+    rows = np.arange(num_dst, dtype=np.int64)
+    return Block(2 * num_dst, num_dst, np.arange(num_dst + 1, dtype=np.int64), num_dst + rows,
+                 np.full(num_dst, -1, dtype=np.int64), edge_weight=np.ones(num_dst, np.float32))
 
 
 class ControlVariateSampler:
     """Local. VR-GCN's blocks: ``neighbors`` sampled in-neighbours per node in every layer but the
     input layer, whose aggregation is exact.
 
-    A batch's ``extra`` holds, for the control variate, ``vr_full``: per block (input side first,
-    None for the input block) the whole in-neighbour lists ``(offsets, src_gids)`` of its
-    destinations, and ``vr_nodes``: per block the global ids of its live sources.
+    A batch's ``extra`` holds, for the control variate, per block (input side first; None for the
+    input block): ``vr_full``, the whole in-neighbour lists ``(offsets, src_gids)`` of its
+    destinations, ``vr_sampled``, their sampled ones ``(counts, src_gids)``; and ``vr_nodes``: per
+    block the global ids of its live sources.
 
     Parameters
     ----------
@@ -74,23 +94,20 @@ class ControlVariateSampler:
         """Local. The blocks of ``seed_gids`` (unique global ids)."""
         seeds = np.asarray(seed_gids, dtype=np.int64).reshape(-1)
         base = self.seed if seed is None else int(seed)
-        nodes, blocks, full, live = seeds, [], [], []
+        nodes, blocks, full, sampled, live = seeds, [], [], [], []
         for hop in range(self.num_layers - 1):
             picked = graph.sample_neighbors(nodes, self.neighbors, False, None, derive_seed(base, "hop", hop))
             next_nodes, src_pos = _sample.relabel(nodes, picked.src)
-            weights = np.repeat(1.0 / np.maximum(picked.counts, 1), picked.counts)
-            blocks.append(with_constant_rows(next_nodes.shape[0], picked.counts, src_pos, picked.eids, weights,
-                                             picked.degree))
+            blocks.append(control_variate_block(next_nodes.shape[0], picked.counts, src_pos, picked.eids,
+                                                picked.degree))
             offsets, src, _ = graph.in_edges(nodes)
             full.append((offsets, src))
+            sampled.append((picked.counts, picked.src))
             live.append(next_nodes)
             nodes = next_nodes
-        none = np.zeros(0, dtype=np.int64)
-        blocks.append(with_constant_rows(nodes.shape[0], np.zeros(nodes.shape[0], np.int64), none, none,
-                                         np.zeros(0, np.float32)))
+        blocks.append(exact_input_block(nodes.shape[0]))
         full.append(None)
+        sampled.append(None)
         live.append(nodes)
-        blocks.reverse()
-        full.reverse()
-        live.reverse()
-        return MiniBatch(seed_gids=seeds, input_gids=nodes, blocks=blocks, extra={"vr_full": full, "vr_nodes": live})
+        extra = {"vr_full": full[::-1], "vr_sampled": sampled[::-1], "vr_nodes": live[::-1]}
+        return MiniBatch(seed_gids=seeds, input_gids=nodes, blocks=blocks[::-1], extra=extra)

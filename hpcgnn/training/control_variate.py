@@ -95,12 +95,9 @@ class ControlVariate(CollectiveResource):
         blocks = batch.blocks
         blocks[0].extra_rows = torch.from_numpy(self.input_mean.gather(batch.extra["vr_nodes"][0]))
         for i in range(1, len(blocks)):
-            block, (offsets, full_src) = blocks[i], batch.extra["vr_full"][i]
-            counts = np.diff(block.indptr) - 1  # each destination's live edges, then its constant row
-            live = np.flatnonzero(block.eids >= 0)
-            sampled_src = batch.extra["vr_nodes"][i][block.src_pos[live]]
-            block.extra_rows = history_rows(self.histories[i - 1], offsets, full_src, sampled_src,
-                                            block.edge_weight[live], counts)
+            (offsets, full_src), (counts, sampled_src) = batch.extra["vr_full"][i], batch.extra["vr_sampled"][i]
+            weight = np.repeat(1.0 / np.maximum(counts, 1), counts)
+            blocks[i].extra_rows = history_rows(self.histories[i - 1], offsets, full_src, sampled_src, weight, counts)
 
     def update(self, batch, hidden):
         """Collective over comm. Write ``hidden[l]`` (layer ``l``'s activations, before dropout) as

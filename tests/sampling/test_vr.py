@@ -23,22 +23,26 @@ def test_vr_blocks_are_sampled_neighbours_plus_one_constant_row(nranks, comm, sh
     for i in (1, 2):
         block, want = batch.blocks[i], plain.blocks[i]
         live = batch.extra["vr_nodes"][i]
-        counts = np.diff(block.indptr) - 1
-        assert np.array_equal(counts, np.diff(want.indptr))
-        keep = block.eids >= 0
-        assert np.array_equal(block.eids[keep], want.eids)
-        dst = block.dst_index()
-        # each destination's last edge is its constant row, weight 1; live edges average
-        assert np.array_equal(block.src_pos[~keep], live.shape[0] + np.arange(block.num_dst))
-        assert np.array_equal(dst[~keep], np.arange(block.num_dst))
-        assert np.allclose(block.edge_weight[~keep], 1.0)
-        assert np.allclose(block.edge_weight[keep], 1.0 / np.maximum(counts, 1)[dst[keep]])
-        assert block.num_src == live.shape[0] + block.num_dst
-        # whole in-neighbour lists of the destinations, for the history term
-        offsets, full_src = batch.extra["vr_full"][i]
+        n = live.shape[0]
+        counts = (np.diff(block.indptr) - 1) // 2
+        assert np.array_equal(counts, np.diff(want.indptr)) and block.num_src == 2 * n + block.num_dst
         nodes = live[:block.num_dst]
+        degree = indptr[nodes + 1] - indptr[nodes]
+        for v in range(block.num_dst):
+            edges = slice(block.indptr[v], block.indptr[v + 1])
+            src, weight, eids = block.src_pos[edges], block.edge_weight[edges], block.eids[edges]
+            c, a = counts[v], 1 / np.sqrt(degree[v] * max(counts[v], 1))
+            # CVD: each sampled source after dropout (weight a), before it (1/c - a), then the constant row
+            assert np.array_equal(eids[:c], want.eids[want.indptr[v]:want.indptr[v + 1]])
+            assert np.array_equal(src[c:2 * c], n + src[:c]) and np.array_equal(eids[c:2 * c], eids[:c])
+            assert src[-1] == 2 * n + v and eids[-1] == -1 and weight[-1] == 1
+            assert np.allclose(weight[:c], a) and np.allclose(weight[c:2 * c], 1 / max(c, 1) - a, atol=1e-7)
+        # whole and sampled in-neighbour lists of the destinations, for the history term
+        offsets, full_src = batch.extra["vr_full"][i]
         assert np.array_equal(full_src, np.concatenate([indices[indptr[v]:indptr[v + 1]] for v in nodes]))
-        assert np.array_equal(np.diff(offsets), indptr[nodes + 1] - indptr[nodes])
+        assert np.array_equal(np.diff(offsets), degree)
+        sampled_counts, sampled_src = batch.extra["vr_sampled"][i]
+        assert np.array_equal(sampled_counts, counts) and np.array_equal(sampled_src, indices[want.eids])
     first = batch.blocks[0]
     assert first.num_src == 2 * first.num_dst and (first.eids == -1).all()
     assert np.array_equal(batch.input_gids, batch.extra["vr_nodes"][0])
@@ -102,16 +106,19 @@ def test_control_variate_is_unbiased_and_reduces_variance(tmp_path):
         with ControlVariate(graph, sage(graph.ndata["feat"].shape[1], 4, layers=2)) as control:
             history = control.histories[0]
             spread = {}
-            for name, stale in (("close", h + 0.1 * np.random.default_rng(1).standard_normal(300)),
-                                ("zero", np.zeros(300))):
+            close = h + 0.1 * np.random.default_rng(1).standard_normal(300)
+            for name, stale, keep in (("close", close, 1.0), ("zero", np.zeros(300), 1.0),
+                                      ("close, dropout", close, 0.5)):
                 history.local[...] = np.repeat(stale[:, None].astype(np.float32), 16, axis=1)
-                estimates = np.empty((rounds, seeds.shape[0]))
+                estimates, noise = np.empty((rounds, seeds.shape[0])), np.random.default_rng(2)
                 for r in range(rounds):
                     batch = sampler.sample(graph, seeds, seed=r)
                     control.fill(batch)
-                    live = torch.from_numpy(h[batch.extra["vr_nodes"][1]].astype(np.float32))[:, None]
-                    x = torch.cat([live, batch.blocks[1].extra_rows[:, :1]])
-                    estimates[r] = BlockTensors(batch.blocks[1]).mean_neighbours(x)[:, 0].numpy()
+                    mean_rows = h[batch.extra["vr_nodes"][1]]
+                    dropped = mean_rows * (noise.random(mean_rows.shape[0]) < keep) / keep
+                    x = np.concatenate([dropped, mean_rows, batch.blocks[1].extra_rows[:, 0].numpy()])
+                    estimates[r] = BlockTensors(batch.blocks[1]).mean_neighbours(
+                        torch.from_numpy(x.astype(np.float32))[:, None])[:, 0].numpy()
                 mean, stderr = estimates.mean(0), estimates.std(0) / np.sqrt(rounds)
                 assert (np.abs(mean - exact) <= 5 * stderr + 1e-4).all(), (name, np.abs(mean - exact) / stderr)
                 spread[name] = estimates.std(0).mean()
