@@ -13,6 +13,11 @@ speed     One epoch of GraphSAGE 2 x 256 on a symmetrized RMAT graph with each s
 
     python bench/samplers.py accuracy [--datasets coauthor_cs,amazon_computers --seeds 5 --ranks 1,2,4]
     python bench/samplers.py speed [--graph medium --ranks 2] [--dgl]
+    python bench/samplers.py curves [--datasets coauthor_cs --ranks 2 --seed 0]
+
+curves    From the accuracy runs' metrics files: test accuracy (evaluated every epoch) against
+          the cumulative training time of every sampler, one figure
+          (docs/figures/samplers_time_to_accuracy.png).
 
 speed --dgl  DGL 2.1's ClusterGCNSampler, SAINTSampler, RandomWalkNeighborSampler (PinSAGE's) and
           LaborSampler (for layer) train the same model on the same graph with the same per-batch
@@ -179,9 +184,47 @@ def compare_with_dgl(graph, ranks, rows, args):
               f"{dgl['train_nodes_per_s']:,.0f} | {nodes / dgl['train_nodes_per_s']:.2f}x |", flush=True)
 
 
+def curves(args):
+    """Test accuracy against cumulative training time (evaluation excluded) of every sampler's
+    accuracy run of one dataset, rank count and seed, on one figure."""
+    import matplotlib  # deferred: only this subcommand draws
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    name, ranks = args.datasets.split(",")[0], int(args.ranks.split(",")[0])
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    rows = []
+    for sampler in args.samplers.split(","):
+        path = os.path.join(common.WORK, "samplers", f"{name}_{sampler}_s{args.seed}_p{ranks}.jsonl")
+        if not os.path.exists(path):
+            print(f"# {sampler}: no run at {path} (run the accuracy subcommand first)")
+            continue
+        epochs = [r for r in records(path) if "epoch" in r and not r.get("final")]
+        wall = np.cumsum([r["epoch_time_s"] for r in epochs])
+        acc = [100 * r.get("test_acc", np.nan) for r in epochs]
+        ax.plot(wall, acc, label=sampler, linewidth=1.2)
+        best = int(np.nanargmax(acc))
+        rows.append({"sampler": sampler, "train_s": float(wall[-1]), "peak_acc": acc[best],
+                     "peak_at_s": float(wall[best])})
+        print(f"| {sampler} | {wall[-1]:.1f} | {acc[best]:.1f} | {wall[best]:.1f} |", flush=True)
+    ax.set_xscale("log")
+    ax.set_xlabel("training time, s (evaluation excluded; log scale)")
+    ax.set_ylabel("test accuracy, %")
+    ax.set_ylim(bottom=max(0, min(r["peak_acc"] for r in rows) - 15) if rows else 0)
+    ax.set_title(f"{name}, {ranks} ranks, seed {args.seed}: test accuracy against training time")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(args.figure) or ".", exist_ok=True)
+    fig.savefig(args.figure, dpi=110)
+    print(f"# figure: {args.figure}")
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("accuracy", "speed"))
+    parser.add_argument("what", choices=("accuracy", "speed", "curves"))
     parser.add_argument("--datasets", default="coauthor_cs,amazon_computers")
     parser.add_argument("--samplers", default=",".join(SAMPLERS))
     parser.add_argument("--seeds", type=int, default=5)
@@ -190,11 +233,15 @@ def main():
     parser.add_argument("--reuse", action="store_true", help="accuracy: take finished runs from bench/work/samplers")
     parser.add_argument("--dgl", action="store_true", help="speed: DGL 2.1's samplers side by side (its virtualenv)")
     parser.add_argument("--dgl-batches", type=int, default=30, help="speed: DGL's timed batches per sampler")
+    parser.add_argument("--seed", type=int, default=0, help="curves: the accuracy runs' seed")
+    parser.add_argument("--figure", default=os.path.join("docs", "figures", "samplers_time_to_accuracy.png"))
     parser.add_argument("--json")
     args = parser.parse_args()
     args.ranks = args.ranks or ("1,2,4" if args.what == "accuracy" else "2")
     common.print_header(f"samplers {args.what}")
-    rows = accuracy_runs(args) if args.what == "accuracy" else speed_runs(args)
+    if args.what == "curves":
+        print("| sampler | training s | peak test acc % | reached at s |\n|---|---|---|---|")
+    rows = {"accuracy": accuracy_runs, "speed": speed_runs, "curves": curves}[args.what](args)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"machine": common.machine_info(), "rows": rows}, fh, indent=1)

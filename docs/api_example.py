@@ -34,6 +34,7 @@ x = g.ndata["feat"][[0, 5, g.num_nodes - 1]]      # Local. any rows, any owner (
 h = DistTensor((g.num_nodes, 16), "float32", "h", comm=comm, book=g.book)  # Collective
 h[[1, 2]] = x[:2]
 h.barrier()                                       # writes are visible to all after the barrier
+h.assign([3], x[2:3])                             # Collective: all ranks write at once, the highest rank's row kept
 emb = DistEmbedding(g.num_nodes, 8, "emb", comm=comm, book=g.book)
 opt = SparseAdam([emb], lr=0.01)                  # rows updated by their owners, state sharded
 train = node_split("train_mask", g)               # Collective. local nodes first, equal counts
