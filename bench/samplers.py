@@ -46,6 +46,8 @@ SAMPLERS = {
     "saint-edge": ["--sampler", "saint-edge", "--budget", "2000"],
     "saint-rw": ["--sampler", "saint-rw", "--budget", "1000", "--walk-length", "2"],
     "vr": ["--sampler", "vr", "--vr-neighbors", "2", "--batch-size", "64"],
+    # VR-GCN's baseline: plain neighbour sampling with as few neighbours
+    "neighbor-2": ["--fanouts", "2,2", "--batch-size", "64"],
 }
 #: the same samplers sized for the RMAT graphs (batches of about a thousand training nodes)
 SPEED_SAMPLERS = {

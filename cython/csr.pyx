@@ -195,3 +195,34 @@ def sparsify_symmetric(const int64_t[::1] xadj, const int64_t[::1] adjncy, doubl
                     w += 1
             new_xadj[v + 1] = w
     return new_xadj_a, out_a[:w].copy()
+
+
+def induced_edges(const int64_t[::1] indptr, const int64_t[::1] indices, const int64_t[::1] rows,
+                  const int64_t[::1] position):
+    """Local. The edges among a node subset, in one pass over the subset's rows.
+
+    ``position[u]`` is node ``u``'s place in the subset (-1 outside it) and ``rows`` the subset
+    in that order. Returns ``(indptr_out, src_pos, slots)``: row ``i`` of the result holds the
+    entries of ``rows[i]``'s row whose column is in the subset, in row order, as positions
+    (``src_pos``) and as entry slots of ``indices`` (``slots``).
+    """
+    cdef int64_t m = rows.shape[0]
+    cdef int64_t i, e, total = 0, k = 0, at
+    for i in range(m):
+        total += indptr[rows[i] + 1] - indptr[rows[i]]
+    out_indptr_a = np.zeros(m + 1, dtype=np.int64)
+    src_a = np.empty(total, dtype=np.int64)
+    slots_a = np.empty(total, dtype=np.int64)
+    cdef int64_t[::1] out_indptr = out_indptr_a
+    cdef int64_t[::1] src = src_a
+    cdef int64_t[::1] slots = slots_a
+    with nogil:
+        for i in range(m):
+            for e in range(indptr[rows[i]], indptr[rows[i] + 1]):
+                at = position[indices[e]]
+                if at >= 0:
+                    src[k] = at
+                    slots[k] = e
+                    k += 1
+            out_indptr[i + 1] = k
+    return out_indptr_a, src_a[:k].copy(), slots_a[:k].copy()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hpcgnn import _csr
 from hpcgnn.sampling.block import Block, MiniBatch
 
 
@@ -41,6 +42,7 @@ class LocalGraph:
         self.eids = int(graph.local_edges[0]) + np.flatnonzero(inside)
         self.is_seed = (np.ones(n, dtype=bool) if seed_mask is None
                         else np.asarray(graph.ndata[seed_mask].local).astype(bool))
+        self._position = np.full(n, -1, dtype=np.int64)  # scratch of induced(): each node's place in a subset
 
     @property
     def num_nodes(self) -> int:
@@ -59,19 +61,17 @@ class LocalGraph:
         """Local. The subgraph ``nodes`` (unique local ids) induces: ``(order, indptr, src_pos,
         slots)``: the nodes with the loss nodes first (``is_seed``, each group in id order), a CSC
         over ``order`` whose sources are positions in ``order``, and each edge's slot in this
-        graph's CSC (``indices``/``eids`` index)."""
+        graph's CSC (``indices``/``eids`` index). One thread at a time (it uses a scratch array
+        of the part's size; a loader samples on one thread)."""
         nodes = np.sort(np.asarray(nodes, dtype=np.int64))
         order = np.concatenate([nodes[self.is_seed[nodes]], nodes[~self.is_seed[nodes]]])
-        position = np.full(self.num_nodes, -1, dtype=np.int64)
+        position = self._position
         position[order] = np.arange(order.shape[0])
-        begin, count = self.indptr[order], self.in_degree[order]
-        row = np.repeat(np.arange(order.shape[0], dtype=np.int64), count)
-        slots = np.repeat(begin, count) + np.arange(row.shape[0]) - np.repeat(np.cumsum(count) - count, count)
-        keep = position[self.indices[slots]] >= 0
-        indptr = np.zeros(order.shape[0] + 1, dtype=np.int64)
-        np.cumsum(np.bincount(row[keep], minlength=order.shape[0]), out=indptr[1:])
-        slots = slots[keep]
-        return order, indptr, position[self.indices[slots]], slots
+        try:
+            indptr, src_pos, slots = _csr.induced_edges(self.indptr, self.indices, order, position)
+        finally:
+            position[order] = -1  # kept all -1 between calls: no O(part) fill per subgraph
+        return order, indptr, src_pos, slots
 
     def batch(self, nodes, num_layers, edge_weight=None) -> MiniBatch:
         """Local. The MiniBatch running ``num_layers`` layers on the subgraph ``nodes`` induces;
