@@ -39,7 +39,8 @@ def control_variate_block(num_live, counts, src_pos, eids, degree) -> Block:
     out of ``deg`` reads each sampled source's live (dropped-out) row with weight
     ``a = 1 / sqrt(deg c)``, its row before dropout with weight ``1 / c - a`` and its constant row
     with weight 1: the CVD estimator, whose dropout noise has the variance of the exact
-    aggregation's instead of ``deg / c`` times it (equal weights when nothing is dropped).
+    aggregation's instead of ``deg / c`` times it (without dropout the two reads are one, of
+    weight ``1 / c``: plain VR-GCN).
     """
     num_dst = counts.shape[0]
     dst = np.repeat(np.arange(num_dst, dtype=np.int64), counts)
