@@ -90,21 +90,6 @@ def test_layer_sampled_training_learns(nranks, comm, shared_tmp):
 
 
 
-@pytest.mark.mpi(sizes=(2,))
-def test_layer_resume_is_bit_exact(nranks, comm, shared_tmp):
-    from hpcgnn.testing.training import assert_resume_bit_exact
-    from hpcgnn.training.config import parse_args
-
-    path, _ = make_dataset(comm, shared_tmp, nranks, name="ladies_resume", num_nodes=600, avg_degree=8)
-
-    def flags(epochs, directory, *extra):
-        return parse_args(["--data", path, "--sampler", "layer", "--layer-sizes", "120,60", "--hidden", "16",
-                           "--batch-size", "60",
-                           "--epochs", str(epochs), "--no-progress", "--prefetch", "1", "--eval-every", "2",
-                           "--checkpoint-every", "1", "--checkpoint-dir", directory, *extra])
-
-    assert_resume_bit_exact(comm, flags, shared_tmp, "ladies")
-
 @pytest.mark.parametrize("flags, needle", [
     (["--layer-sizes", "64,64"], "'--layer-sizes': applies to --sampler layer only"),
     (["--sampler", "layer", "--layer-sizes", "64,x"], "'--layer-sizes': must be comma-separated integers"),

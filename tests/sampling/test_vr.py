@@ -1,6 +1,6 @@
 """VR-GCN (``--sampler vr``): its blocks against neighbour sampling and the whole graph's CSC, the
 control variate exact with current histories and unbiased with stale ones, the deterministic
-collective history write, training and resume at 1, 2 and 4 ranks."""
+collective history write, training at 1, 2 and 4 ranks (resume: test_resume.py)."""
 import numpy as np
 import pytest
 import torch
@@ -153,21 +153,6 @@ def test_vr_training_learns(nranks, comm, shared_tmp):
                        "--batch-size", "50", "--lr", "0.02", "--no-progress", "--eval-every", "30", "--prefetch", "0",
                        "--seed", "1"])
     assert_learns(comm, args, 0.55)  # chance: 0.25
-
-
-@pytest.mark.mpi(sizes=(2,))
-def test_vr_resume_is_bit_exact(nranks, comm, shared_tmp):
-    from hpcgnn.testing.training import assert_resume_bit_exact
-    from hpcgnn.training.config import parse_args
-
-    path, _ = make_dataset(comm, shared_tmp, nranks, name="vrr", num_nodes=600, avg_degree=8)
-
-    def flags(epochs, directory, *extra):
-        return parse_args(["--data", path, "--sampler", "vr", "--hidden", "16", "--batch-size", "60",
-                           "--epochs", str(epochs), "--no-progress", "--prefetch", "1", "--eval-every", "2",
-                           "--checkpoint-every", "1", "--checkpoint-dir", directory, *extra])
-
-    assert_resume_bit_exact(comm, flags, shared_tmp, "vr")
 
 
 @pytest.mark.parametrize("flags, needle", [
