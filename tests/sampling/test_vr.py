@@ -1,5 +1,6 @@
 """VR-GCN (``--sampler vr``): its blocks against neighbour sampling and the whole graph's CSC, the
-control variate exact with current histories and unbiased with stale ones, the deterministic
+control variate exact with current histories, unbiased with stale ones and no noisier than the
+exact aggregation under dropout (CVD), the deterministic
 collective history write, training at 1, 2 and 4 ranks (resume: test_resume.py)."""
 import numpy as np
 import pytest
@@ -108,7 +109,7 @@ def test_control_variate_is_unbiased_and_reduces_variance(tmp_path):
             spread = {}
             close = h + 0.1 * np.random.default_rng(1).standard_normal(300)
             for name, stale, keep in (("close", close, 1.0), ("zero", np.zeros(300), 1.0),
-                                      ("close, dropout", close, 0.5)):
+                                      ("close, dropout", close, 0.5), ("current, dropout", h, 0.5)):
                 history.local[...] = np.repeat(stale[:, None].astype(np.float32), 16, axis=1)
                 estimates, noise = np.empty((rounds, seeds.shape[0])), np.random.default_rng(2)
                 for r in range(rounds):
@@ -122,6 +123,14 @@ def test_control_variate_is_unbiased_and_reduces_variance(tmp_path):
                 mean, stderr = estimates.mean(0), estimates.std(0) / np.sqrt(rounds)
                 assert (np.abs(mean - exact) <= 5 * stderr + 1e-4).all(), (name, np.abs(mean - exact) / stderr)
                 spread[name] = estimates.std(0).mean()
+            # with current histories only dropout noise is left, and CVD leaves as much of it as the
+            # exact aggregation has: var(keep mask) * sum h_u^2 / deg^2 per seed. Plain control
+            # variates (weight 1/c on the dropped rows) would leave deg/c times that.
+            degree = (indptr[seeds + 1] - indptr[seeds]).astype(np.float64)
+            squares = np.array([(h[indices[indptr[v]:indptr[v + 1]]] ** 2).sum() for v in seeds])
+            exact_var = (1 - keep) / keep * squares / np.maximum(degree, 1) ** 2
+            ratio = estimates.var(0).sum() / exact_var.sum()
+            assert 0.8 < ratio < 1.25, ratio
     # zero histories are plain neighbour sampling; close ones cancel most of its variance
     assert spread["close"] < 0.3 * spread["zero"], spread
 
