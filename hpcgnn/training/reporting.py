@@ -64,6 +64,8 @@ EPOCH_FIELDS = {
 FINAL_FIELDS = {
     "final": "true: the run's summary record",
     "epochs": "epochs the run was asked for (--epochs)",
+    "epochs_trained": "epochs trained, fewer than epochs when --early-stop ended the run (a resumed run counts "
+                      "its earlier starts' epochs)",
     "ranks": "MPI ranks",
     "epoch_time_s": "median over epochs of epoch_time_s (training only)",
     "eval_time_s": "median seconds of one evaluation (null when none ran)",
@@ -192,7 +194,7 @@ def final_record(comm, history, epochs, run_time_s=None, metric="acc") -> dict:
     """Collective over comm. The run's summary: median training time per epoch, median time per
     evaluation and the run's wall time, the last accuracies, model selection (best validation
     accuracy and loss, and test accuracy there), load balance, peak memory."""
-    final = {"final": True, "epochs": epochs, "ranks": comm.size,
+    final = {"final": True, "epochs": epochs, "epochs_trained": len(history), "ranks": comm.size,
              "epoch_time_s": _median(history, "epoch_time_s"), "eval_time_s": _median(history, "eval_time_s"),
              "evaluations": sum(1 for r in history if r.get("eval_time_s") is not None),
              "run_time_s": None if run_time_s is None else float(run_time_s),

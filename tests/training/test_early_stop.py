@@ -73,7 +73,7 @@ def test_training_stops_together_and_reports_the_selected_epoch(nranks, comm, sh
     if comm.rank == 0:
         with open(metrics) as fh:
             final = [json.loads(line) for line in fh][-1]
-        assert final["stopped_early"] is True
+        assert final["stopped_early"] is True and final["epochs_trained"] == len(history) and final["epochs"] == 60
         assert final["selected_epoch"] == best + 1 and final["selected_by"] == "val_loss"
         assert final["selected_test_acc"] == history[best]["test_acc"]
         assert all(explain(k, FINAL_FIELDS) for k in final), [k for k in final if not explain(k, FINAL_FIELDS)]
