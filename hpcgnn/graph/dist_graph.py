@@ -75,6 +75,10 @@ class DistGraph(CollectiveResource):
         destinations of positive i's K negatives (their source ``src[i]``); a dataset of uniform
         negative pairs adds a fourth array, ``neg_src`` [n, K], their sources. None for a dataset
         without edge sets.
+    simple : bool
+        True when preparation removed parallel edges (``partition --dedup`` or ``--symmetrize``,
+        as ``meta.json``'s ``source`` records), so no node has the same in-neighbour twice:
+        samplers may skip their duplicate-edge checks. False when unknown.
     link_meta : dict or None
         ``meta.json``'s ``link`` entry (split, seed, K, counts; see :mod:`hpcgnn.prep.ondisk`), or None.
     """
@@ -93,6 +97,8 @@ class DistGraph(CollectiveResource):
         self.num_nodes = int(self.meta["num_nodes"])
         self.num_edges = int(self.meta["num_edges"])
         self.name = self.meta.get("graph_name", "graph")
+        source = self.meta.get("source") or {}
+        self.simple = bool(source.get("dedup") or source.get("symmetrize"))
         rank = self.comm.rank
         self.local_nodes = self.book.part_range(rank)
         self.local_edges = self.edge_book.part_range(rank)

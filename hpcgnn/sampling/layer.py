@@ -58,8 +58,11 @@ class LayerSampler:
         candidates, column = found[order], rank[position]
         width = np.int64(max(candidates.shape[0], 1))
         # squared column norms of P over the layer's rows: sum over v of (sum of v's entries for u)^2
-        pair, pair_index = _sample.relabel(NO_NODES, row * width + column)
-        if pair.shape[0] == src.shape[0]:  # no parallel edges: every (v, u) entry is one edge's
+        if graph.simple:  # no parallel edges: every (v, u) entry is one edge's
+            pair = pair_index = None
+        else:  # a hash pass over every (v, u) pair: most of a layer's time when it finds none
+            pair, pair_index = _sample.relabel(NO_NODES, row * width + column)
+        if pair is None or pair.shape[0] == src.shape[0]:
             norms = np.bincount(column, weights=entry ** 2, minlength=candidates.shape[0])
         else:
             pair_value = np.bincount(pair_index, weights=entry)

@@ -1,5 +1,7 @@
 """LADIES layer-wise sampling (``--sampler layer``): against a plain-Python oracle on the whole
 graph's CSC at 1, 2 and 4 ranks, the weighted aggregation unbiased, training."""
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -27,16 +29,36 @@ def reference_layer(indptr, indices, nodes, size, rng):
              for u in indices[indptr[v]:indptr[v + 1]] if int(u) in scale] for v in nodes]
 
 
+def simple_dataset(comm, shared_tmp, nranks):
+    """The test graph without its parallel edges, partitioned as ``partition --dedup`` records it."""
+    from hpcgnn.prep.partition import partition_graph
+    from hpcgnn.prep.transform import dedup
+    from hpcgnn.testing.datasets import clustered_graph
+
+    path = os.path.join(shared_tmp, f"simple{nranks}")
+    if comm.rank == 0 and not os.path.exists(path):
+        partition_graph(dedup(clustered_graph(num_nodes=500, avg_degree=6)), path, nranks, source={"dedup": True})
+    comm.barrier()
+    return path
+
+
 @pytest.mark.mpi(sizes=(1, 2, 4))
-def test_layer_sampling_equals_the_oracle(nranks, comm, shared_tmp):
+@pytest.mark.parametrize("simple", [False, True], ids=["parallel-edges", "simple"])
+def test_layer_sampling_equals_the_oracle(nranks, comm, shared_tmp, simple):
     from hpcgnn import DistGraph
     from hpcgnn.sampling.layer import LayerSampler
 
-    path, _ = make_dataset(comm, shared_tmp, nranks, num_nodes=500, avg_degree=6)
+    if simple:  # no parallel edges, and meta.json says so: the sampler skips its duplicate check
+        path = simple_dataset(comm, shared_tmp, nranks)
+    else:
+        path, _ = make_dataset(comm, shared_tmp, nranks, num_nodes=500, avg_degree=6)
     _, indptr, indices = oracle(path)
+    pairs = np.repeat(np.arange(500), np.diff(indptr)) * 500 + indices
+    assert (np.unique(pairs).shape[0] == pairs.shape[0]) == simple
     sampler = LayerSampler([30, 20])
     seeds = np.random.default_rng(comm.rank).choice(500, 15, replace=False)
     with DistGraph(path, comm) as graph:
+        assert graph.simple == simple
         batch = sampler.sample(graph, seeds, seed=4)
     nodes = batch.seed_gids
     for hop, block in enumerate(reversed(batch.blocks)):
