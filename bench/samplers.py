@@ -94,6 +94,12 @@ def with_sampler(train, flags):
     return out + flags
 
 
+def run_path(name, sampler, seed, ranks) -> str:
+    """The metrics file of one accuracy run (named by the dataset's protocol hash)."""
+    tag = accuracy.protocol_tag(accuracy.RUNS[name])
+    return os.path.join(common.WORK, "samplers", f"{name}_{tag}_{sampler}_s{seed}_p{ranks}.jsonl")
+
+
 def accuracy_runs(args):
     work = os.path.join(common.WORK, "samplers")
     os.makedirs(work, exist_ok=True)
@@ -108,7 +114,7 @@ def accuracy_runs(args):
                 accs, times = [], []
                 for seed in range(args.seeds):
                     parts = accuracy.prepare(name, spec, seed, ranks)
-                    metrics = os.path.join(work, f"{name}_{sampler}_s{seed}_p{ranks}.jsonl")
+                    metrics = run_path(name, sampler, seed, ranks)
                     if not (args.reuse and os.path.exists(metrics) and records(metrics)[-1].get("final")):
                         if os.path.exists(metrics):
                             os.remove(metrics)
@@ -116,7 +122,7 @@ def accuracy_runs(args):
                                        "--eval-every", "1", "--seed", str(seed), "--metrics", metrics,
                                        "--prefetch", "0", "--no-progress"])
                     final = records(metrics)[-1]
-                    accs.append(100 * final[accuracy.SELECTED[spec["select"]]])
+                    accs.append(100 * final[accuracy.SELECTED])
                     times.append(final["epoch_time_s"] if "epoch_time_s" in final else np.nan)
                 acc = np.array(accs)
                 full = acc.mean() if sampler == "full" else full
@@ -195,10 +201,10 @@ def curves(args):
     from matplotlib import pyplot as plt
 
     name, ranks = args.datasets.split(",")[0], int(args.ranks.split(",")[0])
-    select = accuracy.SELECTED[accuracy.RUNS[name]["select"]]
+    select = accuracy.SELECTED
 
     def run_of(sampler):
-        path = os.path.join(common.WORK, "samplers", f"{name}_{sampler}_s{args.seed}_p{ranks}.jsonl")
+        path = run_path(name, sampler, args.seed, ranks)
         return records(path) if os.path.exists(path) else None
 
     full = run_of("full")
