@@ -6,6 +6,9 @@ Each runs as one pass over float32 memory without the GIL. Dropout masks are not
 they come from a counter-based hash of ``(seed, element index)``, so the backward pass
 recomputes the mask of the forward pass from the same ``seed``.
 
+Each also takes bfloat16 elements as uint16 (torch bfloat16 memory viewed without a copy),
+computes in float32 with the same mask and rounds each result once to nearest-even.
+
 Mask definition (reproduced by :func:`hpcgnn.testing.reference.dropout_mask`)
 --------------------------------------------------------------------------
 With unsigned 64-bit wrap-around arithmetic and ``mix64`` as in :mod:`hpcgnn._sample`::
@@ -16,16 +19,25 @@ With unsigned 64-bit wrap-around arithmetic and ``mix64`` as in :mod:`hpcgnn._sa
 element ``e`` (flat, row-major) is kept iff ``draw(e) >= threshold``, and a kept element is
 multiplied by ``scale``.
 """
-from libc.stdint cimport int64_t, uint64_t
+from libc.stdint cimport int64_t, uint16_t, uint64_t
 
 
 cdef extern from "dense_kernels.h" nogil:
     void hpcgnn_masked_scale(const float* x, float* out, int64_t n, uint64_t seed, unsigned threshold,
                              float scale, int relu)
     void hpcgnn_where_positive(const float* grad, const float* out, float* grad_in, int64_t n, float scale)
+    void hpcgnn_masked_scale_bf16(const uint16_t* x, uint16_t* out, int64_t n, uint64_t seed, unsigned threshold,
+                                  float scale, int relu)
+    void hpcgnn_where_positive_bf16(const uint16_t* grad, const uint16_t* out, uint16_t* grad_in, int64_t n,
+                                    float scale)
 
 
-cdef _masked_scale(str name, const float[::1] x, float[::1] out, uint64_t seed, unsigned threshold, float scale,
+ctypedef fused elem_t:
+    float
+    uint16_t
+
+
+cdef _masked_scale(str name, const elem_t[::1] x, elem_t[::1] out, uint64_t seed, unsigned threshold, float scale,
                    int relu):
     if x.shape[0] != out.shape[0]:
         raise ValueError(f"{name}: input has {x.shape[0]} elements, output {out.shape[0]}")
@@ -33,10 +45,13 @@ cdef _masked_scale(str name, const float[::1] x, float[::1] out, uint64_t seed, 
         raise ValueError(f"{name}: threshold {threshold} above 65536")
     if x.shape[0]:
         with nogil:
-            hpcgnn_masked_scale(&x[0], &out[0], x.shape[0], seed, threshold, scale, relu)
+            if elem_t is float:
+                hpcgnn_masked_scale(&x[0], &out[0], x.shape[0], seed, threshold, scale, relu)
+            else:
+                hpcgnn_masked_scale_bf16(&x[0], &out[0], x.shape[0], seed, threshold, scale, relu)
 
 
-def dropout(const float[::1] x, float[::1] out, uint64_t seed, unsigned threshold, float scale):
+def dropout(const elem_t[::1] x, elem_t[::1] out, uint64_t seed, unsigned threshold, float scale):
     """Local. ``out = x * scale`` where the mask of ``seed`` keeps an element, else 0.
 
     Also the backward pass of the same dropout: call it on the gradient with the same seed.
@@ -45,12 +60,12 @@ def dropout(const float[::1] x, float[::1] out, uint64_t seed, unsigned threshol
     _masked_scale("dropout", x, out, seed, threshold, scale, 0)
 
 
-def relu_dropout(const float[::1] x, float[::1] out, uint64_t seed, unsigned threshold, float scale):
+def relu_dropout(const elem_t[::1] x, elem_t[::1] out, uint64_t seed, unsigned threshold, float scale):
     """Local. ``out = relu(x) * scale`` where the mask of ``seed`` keeps an element, else 0."""
     _masked_scale("relu_dropout", x, out, seed, threshold, scale, 1)
 
 
-def where_positive(const float[::1] grad, const float[::1] out, float[::1] grad_in, float scale):
+def where_positive(const elem_t[::1] grad, const elem_t[::1] out, elem_t[::1] grad_in, float scale):
     """Local. ``grad_in = grad * scale`` where ``out > 0``, else 0: the backward pass of
     :func:`relu_dropout` from its output alone (an element is positive iff it passed both
     the ReLU and the mask)."""
@@ -59,4 +74,7 @@ def where_positive(const float[::1] grad, const float[::1] out, float[::1] grad_
         raise ValueError(f"where_positive: sizes differ ({n}, {out.shape[0]}, {grad_in.shape[0]})")
     if n:
         with nogil:
-            hpcgnn_where_positive(&grad[0], &out[0], &grad_in[0], n, scale)
+            if elem_t is float:
+                hpcgnn_where_positive(&grad[0], &out[0], &grad_in[0], n, scale)
+            else:
+                hpcgnn_where_positive_bf16(&grad[0], &out[0], &grad_in[0], n, scale)

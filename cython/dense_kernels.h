@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "bf16.h"
 #include "splitmix64.h"
 
 #ifdef __cplusplus
@@ -45,6 +46,30 @@ static inline void hpcgnn_masked_scale(const float* HPCGNN_RESTRICT x, float* HP
             for (int64_t i = 0; i < len; i++) os[i] = hpcgnn_select(xs[i] * scale, draws[i] >= threshold);
         }
     }
+}
+
+/* the same on bfloat16 elements: computed in float32 from the same draws, rounded once */
+static inline void hpcgnn_masked_scale_bf16(const uint16_t* HPCGNN_RESTRICT x, uint16_t* HPCGNN_RESTRICT out, int64_t n,
+                                            uint64_t seed, uint32_t threshold, float scale, int relu) {
+    const uint64_t stream = seed * 0xD1B54A32D192ED03ULL;
+    enum { CHUNK = 256 };
+    uint16_t draws[CHUNK];
+    for (int64_t start = 0; start < n; start += CHUNK) {
+        int64_t len = n - start < CHUNK ? n - start : CHUNK;
+        for (int64_t q = 0; q < (len + 3) / 4; q++) hpcgnn_draws(stream, start / 4 + q, draws + 4 * q);
+        for (int64_t i = 0; i < len; i++) {
+            float v = hpcgnn_bf16_to_f32(x[start + i]);
+            int keep = (draws[i] >= threshold) & (!relu | (v > 0.0f));
+            out[start + i] = hpcgnn_f32_to_bf16(hpcgnn_select(v * scale, keep));
+        }
+    }
+}
+
+static inline void hpcgnn_where_positive_bf16(const uint16_t* HPCGNN_RESTRICT grad, const uint16_t* HPCGNN_RESTRICT out,
+                                              uint16_t* HPCGNN_RESTRICT grad_in, int64_t n, float scale) {
+    for (int64_t i = 0; i < n; i++)
+        grad_in[i] = hpcgnn_f32_to_bf16(hpcgnn_select(hpcgnn_bf16_to_f32(grad[i]) * scale,
+                                                      hpcgnn_bf16_to_f32(out[i]) > 0.0f));
 }
 
 /* grad_in = grad * scale where out > 0, else 0 */

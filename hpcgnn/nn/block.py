@@ -7,6 +7,8 @@ import warnings
 
 import torch
 
+from hpcgnn.nn.aggregate import CSR, spmm
+
 
 class BlockTensors:
     """Local. Torch views of a block: edge endpoints and degrees, built once per block."""
@@ -55,14 +57,28 @@ class BlockTensors:
                     torch.from_numpy(self._block.indptr), self.src, values, size=(self.num_dst, self.num_src))
         return self._matrices[kind]
 
+    def _compiled(self, kind) -> CSR:
+        """The same matrix for :func:`~hpcgnn.nn.aggregate.spmm` (bfloat16 rows)."""
+        key = "compiled_" + kind
+        if key not in self._matrices:
+            matrix = self._matrix(kind)
+            self._matrices[key] = CSR(self._block.indptr, self._block.src_pos, matrix.values().numpy(), self.num_src)
+        return self._matrices[key]
+
+    def _product(self, kind, h_src):
+        # torch has no bfloat16 sparse CSR product (and autocast would ask it for one)
+        if h_src.dtype == torch.bfloat16 or torch.is_autocast_enabled("cpu"):
+            return spmm(self._compiled(kind), h_src.to(torch.bfloat16))
+        return self._matrix(kind) @ h_src
+
     def sum_neighbours(self, h_src):
         """Sum of source rows over each destination's in-edges (a sparse-dense matmul: no
         per-edge message tensor is materialised)."""
-        return self._matrix("sum") @ h_src
+        return self._product("sum", h_src)
 
     def mean_neighbours(self, h_src):
         """Mean of source rows over each destination's in-edges (0 for no in-edges)."""
-        return self._matrix("mean") @ h_src
+        return self._product("mean", h_src)
 
 
 def as_block_tensors(blocks, input_degree=None):

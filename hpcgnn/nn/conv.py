@@ -63,9 +63,9 @@ class GraphConv(nn.Module):
         norm_src = (block.src_graph_degree + 1).rsqrt()
         norm_dst = (block.dst_graph_degree + 1).rsqrt()
         h = h_src @ self.linear.weight.t()
-        scaled = h * norm_src.unsqueeze(-1)
+        scaled = h * norm_src.to(h.dtype).unsqueeze(-1)  # bfloat16 rows stay bfloat16
         total = block.sum_neighbours(scaled) + scaled[: block.num_dst]
-        return total * norm_dst.unsqueeze(-1) + self.linear.bias
+        return total * norm_dst.to(h.dtype).unsqueeze(-1) + self.linear.bias
 
 
 class GATConv(nn.Module):
@@ -87,7 +87,8 @@ class GATConv(nn.Module):
         nn.init.xavier_uniform_(self.attn_dst, gain=nn.init.calculate_gain("relu"))
 
     def forward(self, block: BlockTensors, h_src):
-        z = self.linear(h_src).view(-1, self.heads, self.out_dim)
+        # attention and its weighted sum in float32 (their scatters have no mixed-precision form)
+        z = self.linear(h_src).float().view(-1, self.heads, self.out_dim)
         score_src = (z * self.attn_src).sum(-1)                   # [num_src, heads]
         score_dst = (z[: block.num_dst] * self.attn_dst).sum(-1)  # [num_dst, heads]
         loops = torch.arange(block.num_dst)

@@ -36,7 +36,9 @@ def set_dropout_state(state: dict):
 
 
 def _flat(t):
-    return t.detach().contiguous().view(-1).numpy()
+    """The flat numpy view the kernels take: float32, or bfloat16 as uint16."""
+    t = t.detach().contiguous().view(-1)
+    return t.view(torch.int16).numpy().view(np.uint16) if t.dtype == torch.bfloat16 else t.numpy()
 
 
 class _DropoutFunction(torch.autograd.Function):
@@ -45,7 +47,7 @@ class _DropoutFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h, seed, threshold, scale):
         out = torch.empty_like(h, memory_format=torch.contiguous_format)
-        _dense.dropout(_flat(h), out.view(-1).numpy(), seed, threshold, scale)
+        _dense.dropout(_flat(h), _flat(out), seed, threshold, scale)
         ctx.mask = (seed, threshold, scale)
         return out
 
@@ -53,7 +55,7 @@ class _DropoutFunction(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, grad):
         grad_in = torch.empty_like(grad, memory_format=torch.contiguous_format)
-        _dense.dropout(_flat(grad), grad_in.view(-1).numpy(), *ctx.mask)
+        _dense.dropout(_flat(grad), _flat(grad_in), *ctx.mask)
         return grad_in, None, None, None
 
 
@@ -64,7 +66,7 @@ class _ReLUDropoutFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h, seed, threshold, scale):
         out = torch.empty_like(h, memory_format=torch.contiguous_format)
-        _dense.relu_dropout(_flat(h), out.view(-1).numpy(), seed, threshold, scale)
+        _dense.relu_dropout(_flat(h), _flat(out), seed, threshold, scale)
         ctx.save_for_backward(out)
         ctx.scale = scale
         return out
@@ -74,7 +76,7 @@ class _ReLUDropoutFunction(torch.autograd.Function):
     def backward(ctx, grad):
         (out,) = ctx.saved_tensors
         grad_in = torch.empty_like(out)
-        _dense.where_positive(_flat(grad), out.view(-1).numpy(), grad_in.view(-1).numpy(), ctx.scale)
+        _dense.where_positive(_flat(grad.to(out.dtype)), _flat(out), _flat(grad_in), ctx.scale)
         return grad_in, None, None, None
 
 
@@ -97,7 +99,7 @@ class Dropout(nn.Module):
     def forward(self, h):
         if not self.training or self._threshold == 0:
             return F.relu(h) if self.relu else h
-        if h.dtype != torch.float32:  # the kernels are float32-only
+        if h.dtype not in (torch.float32, torch.bfloat16):  # the kernels' types
             return F.dropout(F.relu(h) if self.relu else h, self.p)
         seed = int(dropout_rng.integers(0, 2**63))
         function = _ReLUDropoutFunction if self.relu else _DropoutFunction

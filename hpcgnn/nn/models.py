@@ -4,6 +4,12 @@ Every model takes ``(blocks, x)`` with ``x`` the features of the first block's s
 returns one row per destination of the last block; ``layer_forward`` runs one layer alone (for
 layer-wise inference). A model declares what its blocks must carry: ``needs_degrees`` asks the
 sampler for graph in-degrees (GCN's symmetric normalisation).
+
+``precision`` ('fp32' or 'bf16', :func:`set_precision`) is the arithmetic of the layers: with
+'bf16' the GEMMs run in bfloat16 under ``torch.autocast`` (the weights stay float32, cast per
+use), activations, dropout and aggregations stay in bfloat16 (the aggregations accumulate in
+float32: :mod:`hpcgnn.nn.aggregate`), and the output rows are float32, so losses and every
+reduction after the model are float32.
 """
 from __future__ import annotations
 
@@ -15,6 +21,8 @@ from hpcgnn.nn.block import as_block_tensors
 from hpcgnn.nn.conv import GATConv, GraphConv, SAGEConv
 from hpcgnn.nn.dropout import Dropout
 
+PRECISIONS = ("fp32", "bf16")
+
 
 class LayerStack(nn.Module):
     """Layers applied block by block with activation, normalisation and dropout between them."""
@@ -23,6 +31,11 @@ class LayerStack(nn.Module):
     needs_degrees = False
     #: keep each hidden layer's activations of the last forward pass, before dropout (``hidden``)
     record_hidden = False
+    #: the layers' arithmetic (see the module docstring)
+    precision = "fp32"
+
+    def _autocast(self):
+        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.precision == "bf16")
 
     def __init__(self, layers, hidden_dims, dropout, norm, input_dropout=0.0):
         super().__init__()
@@ -36,6 +49,10 @@ class LayerStack(nn.Module):
         self.norms = nn.ModuleList([make(d) for d in hidden_dims]) if make else None
 
     def forward(self, blocks, x, input_degree=None):
+        with self._autocast():
+            return self._forward(blocks, x, input_degree).float()
+
+    def _forward(self, blocks, x, input_degree):
         blocks = as_block_tensors(blocks, input_degree)
         h = self.input_dropout(x)
         self.hidden, expected = [], None
@@ -52,18 +69,29 @@ class LayerStack(nn.Module):
                 if self.record_hidden or blocks[i + 1].with_expected:
                     expected = (F.elu if gat else F.relu)(h)  # the activation's mean under dropout
                     if self.record_hidden:
-                        self.hidden.append(expected.detach())
+                        self.hidden.append(expected.detach().float())
                 h = self.dropout(F.elu(h)) if gat else self.relu_dropout(h)
         return h
 
     def layer_forward(self, i, block, h):
-        """Local. Layer ``i`` alone, with what follows it (for layer-wise inference)."""
-        h = self.layers[i](block, h)
-        if i < len(self.layers) - 1:
-            if self.norms is not None:
-                h = self.norms[i](h)
-            h = F.relu(h) if not isinstance(self.layers[i], GATConv) else F.elu(h)
-        return h
+        """Local. Layer ``i`` alone, with what follows it (for layer-wise inference); float32 rows."""
+        with self._autocast():
+            h = self.layers[i](block, h)
+            if i < len(self.layers) - 1:
+                if self.norms is not None:
+                    h = self.norms[i](h)
+                h = F.relu(h) if not isinstance(self.layers[i], GATConv) else F.elu(h)
+            return h.float()
+
+
+def set_precision(model, precision):
+    """Local. Set the arithmetic of ``model``'s layer stacks ('fp32' or 'bf16'; see the module
+    docstring), a link model's encoder included."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r} ({', '.join(PRECISIONS)})")
+    for module in model.modules():
+        if isinstance(module, LayerStack):
+            module.precision = precision
 
 
 class SAGE(LayerStack):

@@ -5,7 +5,7 @@ with a builder that reads what it needs from the config; the trainer never names
 """
 from __future__ import annotations
 
-from hpcgnn.nn.models import GAT, GCN, SAGE
+from hpcgnn.nn.models import GAT, GCN, SAGE, set_precision
 
 #: name -> builder(config, in_dim, num_classes) -> model
 MODELS = {}
@@ -21,12 +21,14 @@ def register(name, builder):
 def build_model(config: dict, in_dim: int, num_classes: int):
     """Local. The model ``config["model"]`` names, for ``in_dim`` input features and ``num_classes``.
 
-    ``config`` holds the training flags (``hidden``, ``layers``, ``dropout``, ``norm``, ...), as
-    stored in every checkpoint.
+    ``config`` holds the training flags (``hidden``, ``layers``, ``dropout``, ``norm``,
+    ``precision``, ...), as stored in every checkpoint.
     """
     if config["model"] not in MODELS:
         raise ValueError(f"unknown model {config['model']!r} (choose from {', '.join(MODELS)})")
-    return MODELS[config["model"]](config, in_dim, num_classes)
+    model = MODELS[config["model"]](config, in_dim, num_classes)
+    set_precision(model, config.get("precision", "fp32"))
+    return model
 
 
 def _common(config):

@@ -1,19 +1,25 @@
 """Layer-wise importance sampling (LADIES, Zou et al. 2019) over a DistGraph.
 
-Per layer, from the seeds outwards, a fixed budget of nodes is drawn for the whole layer rather
-than a fanout per node. With ``P`` the mean-aggregation matrix (``P[v, u]`` = multiplicity of the
-edge u -> v / in-degree(v)) restricted to the layer's destination rows, candidate u is drawn with
-probability ``p_u = sum_v P[v, u]^2 / ||P||_F^2`` (the squared column norms: layer-dependent, the
-nodes the destinations' aggregations lean on most), ``s`` = ``layer_sizes[l]`` times with
-replacement. The distinct drawn nodes u, drawn ``m_u`` times, are the layer's sources, and the
-edge u -> v carries the importance weight ``m_u P[v, u] / (s p_u)``, so the weighted sum over the
-sampled sources is an unbiased estimate of v's mean over all its in-neighbours (the blocks'
-weights are used as the aggregation's matrix entries: :class:`~hpcgnn.nn.block.BlockTensors`).
-A destination none of whose in-neighbours was drawn aggregates 0 this step.
+Per layer, from the seeds outwards, a budget of nodes is drawn for the whole layer rather than
+a fanout per node. With ``P`` the mean-aggregation matrix (``P[v, u]`` = multiplicity of the
+edge u -> v / in-degree(v)) restricted to the layer's destination rows, the importance of
+candidate u is ``p_u = sum_v P[v, u]^2 / ||P||_F^2`` (the squared column norms: layer-dependent,
+the nodes the destinations' aggregations lean on most). Each candidate is kept independently
+with probability ``pi_u = min(1, c p_u)``, ``c`` set so that the ``pi_u`` sum to the budget ``s``
+= ``layer_sizes[l]`` (Poisson sampling: ``s`` distinct nodes on average, where ``s`` draws with
+replacement give far fewer on a graph with hubs, which importance favours). The edge u -> v of
+a kept u carries the weight ``P[v, u] / pi_u``, so the weighted sum over the kept sources is an
+unbiased estimate of v's mean over all its in-neighbours (the blocks' weights are used as the
+aggregation's matrix entries: :class:`~hpcgnn.nn.block.BlockTensors`). A destination none of
+whose in-neighbours was kept aggregates 0 this step.
+
+With ``normalize`` each destination's weights are divided by their sum (a self-normalised
+importance estimate, as the LADIES authors' released code row-normalises the sampled matrix):
+a weighted mean of the kept in-neighbours, biased by O(1/s) but with less variance.
 
 Each layer reads its destinations' whole in-edge lists (:meth:`~hpcgnn.graph.DistGraph.in_edges`,
-remote rows through the windows); the draws come from a stream keyed by the batch seed and the
-layer, so a batch is the same on any number of ranks.
+remote rows through the windows); the uniforms come from a stream keyed by the batch seed and
+the layer, one per candidate in ascending id order, so a batch is the same on any number of ranks.
 """
 from __future__ import annotations
 
@@ -26,22 +32,43 @@ from hpcgnn.sampling.block import Block, MiniBatch
 NO_NODES = np.zeros(0, dtype=np.int64)
 
 
+def inclusion_probabilities(importance, size) -> np.ndarray:
+    """Local. ``min(1, c * importance)`` with ``c`` such that they sum to ``size`` (to the number
+    of positive entries when that is smaller): the largest entries saturate at 1 and the rest
+    share what remains of the budget in proportion."""
+    positive = importance > 0
+    if size >= np.count_nonzero(positive):
+        return positive.astype(np.float64)
+    saturated = np.zeros(importance.shape[0], dtype=bool)
+    while True:  # each pass saturates the entries the last scale pushed to 1 or more; few passes
+        free = positive & ~saturated
+        scale = (size - np.count_nonzero(saturated)) / importance[free].sum()
+        now = free & (scale * importance >= 1.0)
+        if not now.any():
+            return np.where(saturated, 1.0, np.minimum(scale * importance, 1.0))
+        saturated |= now
+
+
 class LayerSampler:
     """Local. LADIES: ``layer_sizes[l]`` importance-sampled nodes per layer, weighted edges.
 
     Parameters
     ----------
     layer_sizes : sequence of int
-        Nodes drawn per layer, input layer first (DGL's order, as fanouts).
+        Nodes kept per layer on average (the budget), input layer first (DGL's order, as fanouts).
     seed : int
         Base seed; :meth:`sample` also takes a per-batch ``seed``.
+    normalize : bool
+        Divide each destination's importance weights by their sum (see the module's docstring);
+        False keeps the unbiased weights.
     """
 
-    def __init__(self, layer_sizes, seed=0):
+    def __init__(self, layer_sizes, seed=0, normalize=True):
         self.layer_sizes = [int(s) for s in layer_sizes]
         if not self.layer_sizes or min(self.layer_sizes) < 1:
             raise ValueError(f"layer sizes must be positive, got {list(layer_sizes)}")
         self.seed = int(seed)
+        self.normalize = bool(normalize)
 
     def layer(self, graph, nodes, size, rng):
         """Local. One layer's block over destinations ``nodes``: ``(next_nodes, Block)``."""
@@ -67,20 +94,17 @@ class LayerSampler:
         else:
             pair_value = np.bincount(pair_index, weights=entry)
             norms = np.bincount(pair % width, weights=pair_value ** 2, minlength=candidates.shape[0])
-        if candidates.shape[0] == 0:
-            drawn, times = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        else:
-            p = norms / norms.sum()
-            drawn, times = np.unique(rng.choice(candidates.shape[0], size, p=p), return_counts=True)
-            scale = np.zeros(candidates.shape[0])
-            scale[drawn] = times / (size * p[drawn])
-        chosen = np.zeros(candidates.shape[0], dtype=bool)
-        chosen[drawn] = True
+        inclusion = inclusion_probabilities(norms, size)
+        chosen = rng.random(candidates.shape[0]) < inclusion
+        scale = np.divide(1.0, inclusion, out=np.zeros_like(inclusion), where=chosen)
         keep = chosen[column]
         next_nodes, src_pos = _sample.relabel(nodes, candidates[column[keep]])
         indptr = np.zeros(nodes.shape[0] + 1, dtype=np.int64)
         np.cumsum(np.bincount(row[keep], minlength=nodes.shape[0]), out=indptr[1:])
-        weight = (entry[keep] * scale[column[keep]]).astype(np.float32) if keep.any() else np.zeros(0, np.float32)
+        weight = entry[keep] * scale[column[keep]] if keep.any() else np.zeros(0)
+        if self.normalize:
+            weight = weight / np.bincount(row[keep], weights=weight, minlength=nodes.shape[0])[row[keep]]
+        weight = weight.astype(np.float32)
         return next_nodes, Block(int(next_nodes.shape[0]), int(nodes.shape[0]), indptr, src_pos, eids[keep],
                                  edge_weight=weight)
 

@@ -40,20 +40,12 @@ def build_parser():
     p.add_argument("--task", choices=("node", "link"), default="node",
                    help="node: classify nodes (label, masks); link: predict edges held out by "
                         "'hpcgnn partition --edge-split' (see the link flags)")
-    p.add_argument("--model", default="sage", help="a registered model (hpcgnn.nn.MODELS): sage, gcn, gat")
-    p.add_argument("--aggregator", choices=("mean", "gcn"), default="mean", help="GraphSAGE aggregator")
+    add_model_arguments(p)
     add_sampler_arguments(p)
-    p.add_argument("--hidden", type=int, default=256, help="width of every hidden layer")
-    p.add_argument("--layers", type=int, default=None, help="default: number of fanouts")
-    p.add_argument("--heads", type=int, default=4, help="GAT attention heads")
-    p.add_argument("--dropout", type=float, default=0.5, help="between layers")
-    p.add_argument("--input-dropout", type=float, default=0.0, help="on the input features")
     p.add_argument("--embed-dim", type=int, default=0,
                    help="learn a per-node embedding of this width (a DistEmbedding, sharded like the nodes), "
                         "appended to the features, or the only input of a dataset without 'feat'")
     p.add_argument("--embed-lr", type=float, default=0.01, help="SparseAdam learning rate of the node embedding")
-    p.add_argument("--norm", choices=("none", "batch", "layer"), default="none",
-                   help="normalisation after each hidden layer")
     p.add_argument("--batch-size", type=int, default=DEFAULT_BATCH, help="seeds per rank per step")
     p.add_argument("--epochs", type=int, default=10, help="passes over the training nodes")
     add_optimizer_arguments(p)
@@ -92,11 +84,31 @@ def build_parser():
     return p
 
 
+def add_model_arguments(p):
+    """Local. The model's flags: which model, its shape, dropout, normalisation, arithmetic."""
+    p.add_argument("--model", default="sage", help="a registered model (hpcgnn.nn.MODELS): sage, gcn, gat")
+    p.add_argument("--aggregator", choices=("mean", "gcn"), default="mean", help="GraphSAGE aggregator")
+    p.add_argument("--hidden", type=int, default=256, help="width of every hidden layer")
+    p.add_argument("--layers", type=int, default=None, help="default: number of fanouts")
+    p.add_argument("--heads", type=int, default=4, help="GAT attention heads")
+    p.add_argument("--dropout", type=float, default=0.5, help="between layers")
+    p.add_argument("--input-dropout", type=float, default=0.0, help="on the input features")
+    p.add_argument("--norm", choices=("none", "batch", "layer"), default="none",
+                   help="normalisation after each hidden layer")
+    p.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                   help="the layers' arithmetic: bf16 runs GEMMs, activations and aggregations in bfloat16 "
+                        "(float32 weights, optimizer state, losses and reductions; AMX and AVX512-BF16 where "
+                        "the CPU has them)")
+
+
 #: flags of --task link only, with their defaults: set with --task node they are an error
 SAINT = ("saint-node", "saint-edge", "saint-rw")
 SAMPLERS = ("neighbor", "layer", "cluster", "randomwalk", *SAINT, "vr")
 DEFAULT_FANOUTS = "10,25"
+#: hpcgnn.nn.PRECISIONS, named here without importing torch before the flags are parsed
+PRECISIONS = ("fp32", "bf16")
 DEFAULT_LAYER_SIZES = "512,512"
+DEFAULT_LAYER_WEIGHTS = "normalized"
 DEFAULT_BATCH = 1000
 #: each sampler flag: its default and the samplers it applies to (refused with any other)
 SAMPLER_FLAGS = {"num_clusters": (32, ("cluster",)), "clusters_per_batch": (4, ("cluster",)),
@@ -148,6 +160,9 @@ def add_sampler_arguments(p):
                    help="per layer, input layer first; 'all' (or --fanouts=-1,...) takes every neighbour")
     p.add_argument("--layer-sizes", default=DEFAULT_LAYER_SIZES,
                    help="--sampler layer: nodes drawn per layer, input layer first (one per layer)")
+    p.add_argument("--layer-weights", choices=("normalized", "unbiased"), default=DEFAULT_LAYER_WEIGHTS,
+                   help="--sampler layer: unbiased importance weights, or normalized: each node's weights "
+                        "divided by their sum (a weighted mean of its drawn in-neighbours; lower variance)")
     help_of = {"num_clusters": "clusters of each rank's nodes (an epoch is C / Q steps)",
                "clusters_per_batch": "clusters per batch (Cluster-GCN's q)",
                "walks": "random walks started at every node of a layer",
@@ -179,8 +194,10 @@ def check_sampler_flags(args):
             raise InputError(None, f"applies to --sampler {'|'.join(samplers)} only", flag, value)
         if value < 1:
             raise InputError(None, "must be at least 1", flag, value)
-    if args.sampler != "layer" and str(args.layer_sizes) != DEFAULT_LAYER_SIZES:
-        raise InputError(None, "applies to --sampler layer only", "--layer-sizes", args.layer_sizes)
+    for flag, value, default in (("--layer-sizes", args.layer_sizes, DEFAULT_LAYER_SIZES),
+                                 ("--layer-weights", args.layer_weights, DEFAULT_LAYER_WEIGHTS)):
+        if args.sampler != "layer" and str(value) != default:
+            raise InputError(None, "applies to --sampler layer only", flag, value)
     refused = {}
     if args.sampler != "neighbor":
         refused["--fanouts"] = (str(args.fanouts) != DEFAULT_FANOUTS, "it has no fanouts")
@@ -373,6 +390,8 @@ def build_evaluate_parser():
     p.add_argument("--data", required=True, help="partitioned dataset directory")
     p.add_argument("--checkpoint", required=True, help="checkpoint file written by hpcgnn train")
     p.add_argument("--batch-size", type=int, default=10_000, help="nodes per inference batch")
+    p.add_argument("--precision", choices=PRECISIONS, default=None,
+                   help="the layers' arithmetic (see hpcgnn train --precision); default: the checkpoint's")
     p.add_argument("--metric", choices=METRICS + LINK_METRICS, default=None,
                    help="reported per split beside accuracy and loss (node checkpoints; a link checkpoint reports "
                         "every link metric); default: the checkpoint's")

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from hpcgnn.graph import DistGraph
-from hpcgnn.nn import build_model
+from hpcgnn.nn import build_model, set_precision
 from hpcgnn.nn.link import build_link_model
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.stages import StageLog
@@ -92,6 +92,8 @@ def evaluate_checkpoint(args, comm) -> dict:
         model = model_from_checkpoint(state, graph)
     except (RuntimeError, ValueError, KeyError, TypeError) as exc:
         raise InputError(path, f"checkpoint parameters do not fit its model config ({type(exc).__name__})") from None
+    if args.precision is not None:
+        set_precision(model, args.precision)
     embedding = None
     if state["config"].get("embed_dim"):  # the learnable node embedding: this rank's shard beside the checkpoint
         directory = args.checkpoint if os.path.isdir(args.checkpoint) else os.path.dirname(args.checkpoint)

@@ -14,6 +14,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from hpcgnn.nn.aggregate import precision_note
 from hpcgnn.runtime.collectives import allreduce_
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.watchdog import Watchdog, beat, waiting_in
@@ -151,14 +152,15 @@ def start_line(session, args) -> str:
     else:
         task = (f"{config['num_classes']} {'labels' if config['task'] == 'multilabel' else 'classes'} "
                 f"({config['task']}, metric {config['metric']})")
-    sampling = {"neighbor": f"fanouts {args.fanouts}", "layer": f"LADIES layer sizes {args.layer_sizes}",
+    sampling = {"neighbor": f"fanouts {args.fanouts}",
+                "layer": f"LADIES layer sizes {args.layer_sizes}, {args.layer_weights} weights",
                 "cluster": f"Cluster-GCN {args.num_clusters} clusters per rank, {args.clusters_per_batch} per batch",
                 "randomwalk": f"random walks {args.walks} x {args.walk_length} steps, top {args.topk}"}.get(
         args.sampler, f"GraphSAINT {args.sampler[6:]} sampler, budget {args.budget}")
     return (f"hpcgnn train: {session.graph.name} {session.graph.num_nodes:,} nodes {session.graph.num_edges:,} "
             f"edges, {session.comm.size} ranks, {args.model} {args.layers}x{args.hidden}, {sampling}, "
-            f"{len(session.loader)} steps/epoch, {task}, prefetch {config['prefetch']}, "
-            f"{config['threads']} torch threads per rank")
+            f"{len(session.loader)} steps/epoch, {task}, {precision_note(args.precision)}, "
+            f"prefetch {config['prefetch']}, {config['threads']} torch threads per rank")
 
 
 def run(args, comm):

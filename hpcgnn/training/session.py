@@ -181,7 +181,7 @@ def build_sampler(graph, args, model):
     if args.sampler == "cluster":
         return ClusterSampler(graph, args.layers, args.num_clusters, "train_mask", seed=args.seed)
     if args.sampler == "layer":
-        return LayerSampler(args.layer_sizes, seed=args.seed)
+        return LayerSampler(args.layer_sizes, seed=args.seed, normalize=args.layer_weights == "normalized")
     if args.sampler == "randomwalk":
         return RandomWalkSampler(args.layers, args.walks, args.walk_length, args.topk, seed=args.seed)
     if args.sampler.startswith("saint-"):

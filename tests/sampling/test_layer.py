@@ -10,9 +10,26 @@ from hpcgnn.runtime.rng import generator
 from hpcgnn.testing.datasets import make_dataset, oracle
 
 
-def reference_layer(indptr, indices, nodes, size, rng):
+def reference_inclusion(p, size):
+    """pi_u = min(1, c p_u) summing to ``size``, by trying each count k of saturated entries
+    (the k largest) until the scale of the rest leaves the (k+1)-th below 1."""
+    if size >= np.count_nonzero(p):
+        return (p > 0).astype(float)
+    order = np.argsort(-p, kind="stable")
+    for k in range(len(p)):
+        scale = (size - k) / p[order[k:]].sum()
+        if scale * p[order[k]] < 1:
+            pi = np.minimum(scale * p, 1.0)
+            pi[order[:k]] = 1.0
+            return pi
+    raise AssertionError("no scale found")
+
+
+def reference_layer(indptr, indices, nodes, size, rng, normalize):
     """One layer by the definition: P[v, u] = multiplicity / in-degree, p_u = column norm^2 / total,
-    ``size`` draws with replacement, weight m_u P[v, u] / (size p_u) per edge copy."""
+    u kept with probability pi_u = min(1, c p_u) (sum ``size``), one uniform per candidate in
+    ascending order; weight P[v, u] / pi_u per edge copy; with ``normalize`` each node's weights
+    divided by their sum."""
     candidates = sorted({int(u) for v in nodes for u in indices[indptr[v]:indptr[v + 1]]})
     column = {u: i for i, u in enumerate(candidates)}
     norms = np.zeros(len(candidates))
@@ -22,11 +39,14 @@ def reference_layer(indptr, indices, nodes, size, rng):
             norms[column[int(u)]] += (m / row.shape[0]) ** 2
     if not candidates:
         return [[] for _ in nodes]
-    p = norms / norms.sum()
-    drawn, times = np.unique(rng.choice(len(candidates), size, p=p), return_counts=True)
-    scale = {candidates[d]: t / (size * p[d]) for d, t in zip(drawn, times)}
-    return [[(int(u), 1.0 / (indptr[v + 1] - indptr[v]) * scale[int(u)])
+    pi = reference_inclusion(norms / norms.sum(), size)
+    kept = rng.random(len(candidates)) < pi
+    scale = {u: 1.0 / pi[i] for i, u in enumerate(candidates) if kept[i]}
+    rows = [[(int(u), 1.0 / (indptr[v + 1] - indptr[v]) * scale[int(u)])
              for u in indices[indptr[v]:indptr[v + 1]] if int(u) in scale] for v in nodes]
+    if normalize:
+        rows = [[(u, x / sum(w for _, w in row)) for u, x in row] for row in rows]
+    return rows
 
 
 def simple_dataset(comm, shared_tmp, nranks):
@@ -63,14 +83,19 @@ def check_against_oracle(nranks, comm, shared_tmp, simple):
     _, indptr, indices = oracle(path)
     pairs = np.repeat(np.arange(500), np.diff(indptr)) * 500 + indices
     assert (np.unique(pairs).shape[0] == pairs.shape[0]) == simple
-    sampler = LayerSampler([30, 20])
     seeds = np.random.default_rng(comm.rank).choice(500, 15, replace=False)
     with DistGraph(path, comm) as graph:
         assert graph.simple == simple
-        batch = sampler.sample(graph, seeds, seed=4)
+        for normalize in (True, False):
+            batch = LayerSampler([30, 20], normalize=normalize).sample(graph, seeds, seed=4)
+            check_batch(batch, indptr, indices, normalize)
+
+
+def check_batch(batch, indptr, indices, normalize):
     nodes = batch.seed_gids
     for hop, block in enumerate(reversed(batch.blocks)):
-        want = reference_layer(indptr, indices, nodes.tolist(), [30, 20][::-1][hop], generator(4, "layer_sample", hop))
+        want = reference_layer(indptr, indices, nodes.tolist(), [30, 20][::-1][hop], generator(4, "layer_sample", hop),
+                               normalize)
         src_nodes = batch.input_gids[:block.num_src]
         assert np.array_equal(src_nodes[:block.num_dst], nodes)
         assert np.array_equal(np.diff(block.indptr), [len(w) for w in want])
@@ -78,7 +103,6 @@ def check_against_oracle(nranks, comm, shared_tmp, simple):
         assert np.allclose(block.edge_weight, [x for w in want for _, x in w], rtol=1e-5)
         assert np.array_equal(indices[block.eids], src_nodes[block.src_pos])  # real edges
         nodes = src_nodes
-    assert batch.blocks[0].num_src <= 15 + 20 + 30
 
 
 def test_importance_weighted_aggregation_is_unbiased(tmp_path):
@@ -94,7 +118,8 @@ def test_importance_weighted_aggregation_is_unbiased(tmp_path):
     seeds = np.arange(0, 300, 10)
     exact = np.array([h[indices[indptr[v]:indptr[v + 1]]].mean() if indptr[v + 1] > indptr[v] else 0.0
                       for v in seeds])
-    rounds, sampler, total, square = 3000, LayerSampler([8]), np.zeros(seeds.shape[0]), np.zeros(seeds.shape[0])
+    rounds, sampler = 3000, LayerSampler([8], normalize=False)
+    total, square = np.zeros(seeds.shape[0]), np.zeros(seeds.shape[0])
     with DistGraph(path, MPI.COMM_WORLD) as graph:
         for r in range(rounds):
             batch = sampler.sample(graph, seeds, seed=r)
@@ -122,6 +147,7 @@ def test_layer_sampled_training_learns(nranks, comm, shared_tmp):
 
 @pytest.mark.parametrize("flags, needle", [
     (["--layer-sizes", "64,64"], "'--layer-sizes': applies to --sampler layer only"),
+    (["--sampler", "cluster", "--layer-weights", "unbiased"], "'--layer-weights': applies to --sampler layer only"),
     (["--sampler", "layer", "--layer-sizes", "64,x"], "'--layer-sizes': must be comma-separated integers"),
     (["--sampler", "layer", "--layer-sizes", "64,0"], "'--layer-sizes': every size must be at least 1"),
     (["--sampler", "layer", "--layers", "3"], "'--layer-sizes': needs one size per layer"),

@@ -1,0 +1,66 @@
+/* Row-wise sparse-dense products of hpcgnn._spmm: out[r] = sum over r's entries e of w[e] * h[col[e]],
+ * for float32 and bfloat16 rows, always accumulated in float32.
+ *
+ * bfloat16 is the upper half of a float32: widening is a 16-bit shift, narrowing rounds to
+ * nearest-even. Each kernel is compiled twice, for AVX-512 (with the BF16 conversions) and for
+ * the baseline ISA, and the caller picks one at run time (hpcgnn_spmm_has_avx512bf16). */
+#ifndef HPCGNN_SPMM_KERNELS_H
+#define HPCGNN_SPMM_KERNELS_H
+#include <stdint.h>
+#include <string.h>
+
+#include "bf16.h"
+
+#ifdef __cplusplus
+#define HPCGNN_RESTRICT __restrict__
+#else
+#define HPCGNN_RESTRICT restrict
+#endif
+
+/* One body for every (row type, ISA) pair: ROW_T is the row element, LOAD widens it, STORE narrows.
+ * acc is a float32 scratch row of `dim` elements. */
+#define HPCGNN_SPMM_BODY(ROW_T, LOAD, STORE)                                                        \
+    for (int64_t r = 0; r < rows; r++) {                                                            \
+        for (int64_t f = 0; f < dim; f++) acc[f] = 0.0f;                                           \
+        for (int64_t e = indptr[r]; e < indptr[r + 1]; e++) {                                      \
+            const float w = weight ? weight[e] : 1.0f;                                             \
+            const ROW_T* HPCGNN_RESTRICT src = h + col[e] * dim;                                    \
+            for (int64_t f = 0; f < dim; f++) acc[f] += w * LOAD(src[f]);                          \
+        }                                                                                           \
+        ROW_T* HPCGNN_RESTRICT dst = out + r * dim;                                                 \
+        for (int64_t f = 0; f < dim; f++) dst[f] = STORE(acc[f]);                                  \
+    }
+
+#define HPCGNN_F32_LOAD(x) (x)
+#define HPCGNN_F32_STORE(x) (x)
+
+#define HPCGNN_SPMM_DEFINE(SUFFIX, ATTR)                                                            \
+    ATTR static void hpcgnn_spmm_f32_##SUFFIX(const int64_t* HPCGNN_RESTRICT indptr,                \
+            const int64_t* HPCGNN_RESTRICT col, const float* HPCGNN_RESTRICT weight,                \
+            const float* HPCGNN_RESTRICT h, float* HPCGNN_RESTRICT out, int64_t rows, int64_t dim,  \
+            float* HPCGNN_RESTRICT acc) {                                                           \
+        HPCGNN_SPMM_BODY(float, HPCGNN_F32_LOAD, HPCGNN_F32_STORE)                                  \
+    }                                                                                               \
+    ATTR static void hpcgnn_spmm_bf16_##SUFFIX(const int64_t* HPCGNN_RESTRICT indptr,               \
+            const int64_t* HPCGNN_RESTRICT col, const float* HPCGNN_RESTRICT weight,                \
+            const uint16_t* HPCGNN_RESTRICT h, uint16_t* HPCGNN_RESTRICT out, int64_t rows,         \
+            int64_t dim, float* HPCGNN_RESTRICT acc) {                                              \
+        HPCGNN_SPMM_BODY(uint16_t, hpcgnn_bf16_to_f32, hpcgnn_f32_to_bf16)                          \
+    }
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define HPCGNN_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+HPCGNN_SPMM_DEFINE(avx512, HPCGNN_AVX512)
+static inline int hpcgnn_spmm_has_avx512bf16(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512bf16");
+}
+#else
+#define hpcgnn_spmm_f32_avx512 hpcgnn_spmm_f32_portable
+#define hpcgnn_spmm_bf16_avx512 hpcgnn_spmm_bf16_portable
+static inline int hpcgnn_spmm_has_avx512bf16(void) { return 0; }
+#endif
+HPCGNN_SPMM_DEFINE(portable, )
+
+#endif

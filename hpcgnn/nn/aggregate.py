@@ -1,0 +1,97 @@
+"""Neighbourhood aggregation of bfloat16 rows by the compiled kernels of :mod:`hpcgnn._spmm`.
+
+torch has no bfloat16 kernel for a sparse CSR times a dense matrix, so the aggregations of a
+``--precision bf16`` run go through :class:`CSR` here: rows read and written in bfloat16 (half
+the bytes of a gather-bound product), sums accumulated in float32, the backward pass the same
+product with the transposed matrix (built once per block, on first use).
+
+``HPCGNN_PORTABLE_KERNELS=1`` forces the kernels' portable build on a CPU that has AVX512-BF16
+(how the fallback path is tested).
+"""
+from __future__ import annotations
+
+import functools
+import os
+
+import numpy as np
+import torch
+from torch.autograd.function import once_differentiable
+
+from hpcgnn import _spmm
+
+
+def fast_kernels() -> bool:
+    """Local. Whether the AVX-512 build runs: the CPU has AVX512-BF16 and it is not switched off."""
+    return _spmm.has_avx512bf16() and os.environ.get("HPCGNN_PORTABLE_KERNELS", "") != "1"
+
+
+def precision_note(precision) -> str:
+    """Local. How a run's ``--precision`` will compute, for its start line (said once per run)."""
+    if precision != "bf16":
+        return precision
+    if fast_kernels():
+        return "bf16 (AVX512-BF16 kernels)"
+    why = "switched by HPCGNN_PORTABLE_KERNELS=1" if _spmm.has_avx512bf16() else "this CPU has no AVX512-BF16"
+    return f"bf16 (portable kernels, {why}: slower than on bf16 units)"
+
+
+def _as_uint16(t):
+    return t.view(torch.int16).numpy().view(np.uint16).reshape(-1)
+
+
+class CSR:
+    """Local. A ``rows x cols`` sparse matrix for the compiled products.
+
+    Parameters
+    ----------
+    indptr, col : numpy int64 arrays
+        Row offsets and the column of every entry.
+    weight : numpy float32 array or None
+        Every entry's value (None: all 1).
+    num_cols : int
+    """
+
+    def __init__(self, indptr, col, weight, num_cols):
+        self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+        self.col = np.ascontiguousarray(col, dtype=np.int64)
+        self.weight = None if weight is None else np.ascontiguousarray(weight, dtype=np.float32)
+        self.num_rows, self.num_cols = self.indptr.shape[0] - 1, int(num_cols)
+
+    @functools.cached_property
+    def transposed(self) -> CSR:
+        indptr, col, weight = _spmm.transpose(self.indptr, self.col, self.weight, self.num_cols)
+        return CSR(indptr, col, weight, self.num_rows)
+
+    def product(self, h) -> torch.Tensor:
+        """Local. ``self @ h`` of a contiguous 2-D float32 or bfloat16 tensor, in h's dtype (no
+        autograd: see :func:`spmm`)."""
+        h = h.contiguous()
+        dim = h.shape[1]
+        out = torch.empty(self.num_rows, dim, dtype=h.dtype)
+        if h.dtype == torch.bfloat16:
+            _spmm.spmm(self.indptr, self.col, self.weight, _as_uint16(h), _as_uint16(out), dim, fast_kernels())
+        elif h.dtype == torch.float32:
+            _spmm.spmm(self.indptr, self.col, self.weight, h.view(-1).numpy(), out.view(-1).numpy(), dim,
+                       fast_kernels())
+        else:
+            raise TypeError(f"aggregation of {h.dtype} rows (float32 or bfloat16 only)")
+        return out
+
+
+class _SpMM(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, h, matrix):
+        ctx.matrix = matrix
+        return matrix.product(h.detach())
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        return ctx.matrix.transposed.product(grad), None
+
+
+def spmm(matrix: CSR, h: torch.Tensor) -> torch.Tensor:
+    """Local. ``matrix @ h`` with autograd (the gradient of h is ``matrix.T @ grad``)."""
+    if h.dim() != 2 or h.shape[0] != matrix.num_cols:
+        raise ValueError(f"rows of shape {tuple(h.shape)} for a matrix of {matrix.num_cols} columns")
+    return _SpMM.apply(h, matrix)

@@ -1,0 +1,130 @@
+"""``--precision bf16``: the compiled aggregation (both builds) and the bfloat16 dropout kernels
+against float64 and float32 references, the layers and models in bfloat16 against float32, and
+bfloat16 training."""
+import numpy as np
+import pytest
+import torch
+
+from hpcgnn import nn as hnn
+from hpcgnn.nn.aggregate import CSR, spmm
+from hpcgnn.sampling import Block
+
+BUILDS = ["fast", "portable"]
+
+
+@pytest.fixture(params=BUILDS)
+def build(request, monkeypatch):
+    """Each kernel build: the AVX-512 one where the CPU has AVX512-BF16, and the portable one forced."""
+    from hpcgnn import _spmm
+
+    if request.param == "fast" and not _spmm.has_avx512bf16():
+        pytest.skip("this CPU has no AVX512-BF16")
+    monkeypatch.setenv("HPCGNN_PORTABLE_KERNELS", "1" if request.param == "portable" else "0")
+    return request.param
+
+
+def random_matrix(rng, rows, cols, weighted):
+    degrees = rng.integers(0, 9, rows)
+    degrees[::7] = 0  # rows without entries
+    indptr = np.concatenate([[0], np.cumsum(degrees)]).astype(np.int64)
+    col = rng.integers(0, cols, indptr[-1]).astype(np.int64)  # repeated columns included
+    weight = rng.random(indptr[-1]).astype(np.float32) if weighted else None
+    dense = np.zeros((rows, cols))
+    np.add.at(dense, (np.repeat(np.arange(rows), degrees), col), 1.0 if weight is None else weight)
+    return CSR(indptr, col, weight, cols), torch.from_numpy(dense)
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-5), (torch.bfloat16, 1e-2)], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("weighted", [False, True], ids=["ones", "weights"])
+def test_spmm_and_its_gradient_equal_the_dense_product(build, dtype, tol, weighted):
+    rng = np.random.default_rng(5)
+    for rows, cols, dim in ((30, 50, 7), (200, 120, 64), (3, 4, 1)):
+        matrix, dense = random_matrix(rng, rows, cols, weighted)
+        h = torch.randn(cols, dim, generator=torch.Generator().manual_seed(dim)).to(dtype).requires_grad_()
+        out = spmm(matrix, h)
+        assert out.dtype == dtype
+        expected = dense @ h.detach().double()  # exact on the rounded inputs: only the output rounds
+        assert torch.allclose(out.double(), expected, rtol=tol, atol=tol * expected.abs().max())
+        upstream = torch.randn(rows, dim).to(dtype)
+        out.backward(upstream)
+        expected_grad = dense.t() @ upstream.double()
+        assert torch.allclose(h.grad.double(), expected_grad, rtol=tol, atol=tol * expected_grad.abs().max())
+
+
+def test_bf16_aggregation_accumulates_in_float32(build):
+    # 4096 ones: a bfloat16 running sum sticks at 256 (256 + 1 rounds back to 256)
+    matrix = CSR(np.array([0, 4096]), np.zeros(4096, dtype=np.int64), None, 1)
+    out = spmm(matrix, torch.ones(1, 3, dtype=torch.bfloat16))
+    assert out.float().tolist() == [[4096.0] * 3]
+
+
+def test_bf16_dropout_kernels_round_the_float32_results():
+    from hpcgnn import _dense
+
+    rng = np.random.default_rng(1)
+    x = torch.from_numpy(rng.standard_normal(10_003).astype(np.float32)).bfloat16()
+    as16 = lambda t: t.view(torch.int16).numpy().view(np.uint16)  # noqa: E731
+    wide = x.float().numpy()
+    for name in ("dropout", "relu_dropout"):
+        for threshold in (0, 32768, 65535):
+            want, got = np.empty_like(wide), torch.empty_like(x)
+            getattr(_dense, name)(wide, want, 77, threshold, np.float32(1.3))
+            getattr(_dense, name)(as16(x), as16(got), 77, threshold, np.float32(1.3))
+            assert torch.equal(got, torch.from_numpy(want).bfloat16()), (name, threshold)
+    grad = torch.from_numpy(rng.standard_normal(10_003).astype(np.float32)).bfloat16()
+    want, got = np.empty_like(wide), torch.empty_like(x)
+    _dense.where_positive(grad.float().numpy(), wide, want, np.float32(2.0))
+    _dense.where_positive(as16(grad), as16(x), as16(got), np.float32(2.0))
+    assert torch.equal(got, torch.from_numpy(want).bfloat16())
+
+
+def random_blocks(rng, sizes=(300, 60, 12), degree=5):
+    blocks = []
+    for num_src, num_dst in zip(sizes, sizes[1:]):
+        indptr = np.arange(0, num_dst * degree + 1, degree, dtype=np.int64)
+        src = rng.integers(0, num_src, num_dst * degree).astype(np.int64)
+        blocks.append(Block(num_src, num_dst, indptr, src, np.arange(src.shape[0], dtype=np.int64)))
+    return blocks
+
+
+def relative(a, b):
+    return float((a.double() - b.double()).norm() / b.double().norm())
+
+
+@pytest.mark.parametrize("model", ["sage", "gcn", "gat", "sage-gcn"])
+def test_bf16_models_agree_with_float32(build, model):
+    torch.manual_seed(0)
+    rng = np.random.default_rng(2)
+    make = {"sage": lambda: hnn.SAGE(32, 48, 6, dropout=0.0), "gcn": lambda: hnn.GCN(32, 48, 6, dropout=0.0),
+            "gat": lambda: hnn.GAT(32, 12, 6, heads=2, dropout=0.0),
+            "sage-gcn": lambda: hnn.SAGE(32, 48, 6, aggregator="gcn", dropout=0.0)}[model]
+    net, blocks = make(), random_blocks(rng)
+    x, upstream = torch.randn(300, 32), torch.randn(12, 6)
+    degree = torch.full((300,), 5.0) if net.needs_degrees else None
+    results = {}
+    for precision in ("fp32", "bf16"):
+        hnn.set_precision(net, precision)
+        net.zero_grad()
+        out = net(blocks, x, degree)
+        assert out.dtype == torch.float32  # losses are taken in float32
+        (out * upstream).sum().backward()
+        results[precision] = [out.detach()] + [p.grad.clone() for p in net.parameters()]
+        layer = net.layer_forward(0, hnn.BlockTensors(blocks[0], degree), x)
+        results[precision].append(layer.detach())
+    out32, *rest32 = results["fp32"]
+    out16, *rest16 = results["bf16"]
+    assert relative(out16, out32) < 2e-2
+    assert all(relative(g16, g32) < 1e-1 for g16, g32 in zip(rest16, rest32) if g32.norm() > 0)
+    assert not torch.equal(out16, out32)  # the bfloat16 arithmetic did run
+
+
+@pytest.mark.mpi(sizes=(1, 2))
+def test_bf16_training_learns(nranks, comm, shared_tmp):
+    from hpcgnn.testing.datasets import make_dataset
+    from hpcgnn.testing.training import assert_learns
+    from hpcgnn.training.config import parse_args
+
+    path, _ = make_dataset(comm, shared_tmp, nranks, num_nodes=800, p_inside=0.9)
+    args = parse_args(["--data", path, "--precision", "bf16", "--hidden", "32", "--fanouts", "5,5", "--epochs", "8",
+                       "--batch-size", "50", "--lr", "0.01", "--eval-every", "8", "--no-progress", "--prefetch", "0"])
+    assert_learns(comm, args, 0.55)  # chance: 0.25
