@@ -40,6 +40,9 @@ SAMPLERS = {
     "full": ["--fanouts", "all,all", "--batch-size", "100000"],
     "neighbor": ["--fanouts", "10,25", "--batch-size", "64"],
     "layer": ["--sampler", "layer", "--layer-sizes", "1024,1024", "--batch-size", "64"],
+    # LADIES' unbiased importance weights, beside the default normalised ones
+    "layer-unbiased": ["--sampler", "layer", "--layer-sizes", "1024,1024", "--layer-weights", "unbiased",
+                       "--batch-size", "64"],
     "cluster": ["--sampler", "cluster", "--num-clusters", "16", "--clusters-per-batch", "4"],
     "randomwalk": ["--sampler", "randomwalk", "--batch-size", "64"],
     "saint-node": ["--sampler", "saint-node", "--budget", "3000"],

@@ -6,6 +6,7 @@ side by side with single-process DGL 2.1 (the anchor's train_single.py) in the s
     python bench/train.py                          # small graph (100k nodes), 10 epochs
     python bench/train.py --graphs small,medium --epochs 5 --dgl
     python bench/train.py --distdgl --ranks 2          # also real multi-process DistDGL 2.1 (root)
+    python bench/train.py --graphs medium --ranks 2 --routes shm --precisions fp32,bf16   # bf16 beside fp32
 
 ``--distdgl`` runs the anchor's run_dist.sh from a writable copy under bench/work/anchor:
 per partition one DGL server and one trainer, each pair in its own network and mount
@@ -29,11 +30,11 @@ MODEL = ["--model", "sage", "--hidden", "256", "--fanouts", "10,25", "--batch-si
          "--dropout", "0.5", "--eval-every", "0", "--no-progress"]
 
 
-def ours(parts, ranks, epochs, route):
-    metrics = os.path.join(common.WORK, f"train_{os.path.basename(parts)}_{ranks}_{route}.jsonl")
+def ours(parts, ranks, epochs, route, precision="fp32"):
+    metrics = os.path.join(common.WORK, f"train_{os.path.basename(parts)}_{ranks}_{route}_{precision}.jsonl")
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     wall, _, _ = common.timed([mpiexec, "-n", str(ranks), sys.executable, "-m", "hpcgnn.train", "--data", parts,
-                               "--epochs", str(epochs), "--metrics", metrics, *MODEL],
+                               "--epochs", str(epochs), "--metrics", metrics, "--precision", precision, *MODEL],
                               env={"HPCGNN_FORCE_RMA": "1" if route == "rma" else "0"})
     with open(metrics) as fh:
         records = [json.loads(line) for line in fh]
@@ -97,36 +98,41 @@ def main():
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--dgl", action="store_true", help="also single-process DGL 2.1 (its virtualenv)")
     parser.add_argument("--distdgl", action="store_true", help="also DistDGL 2.1 at every rank count above 1 (root)")
+    parser.add_argument("--routes", default="shm,rma", help="hpcgnn's routes at more than one rank")
+    parser.add_argument("--precisions", default="fp32", help="hpcgnn's --precision values, side by side")
     args = parser.parse_args()
     common.print_header("training benchmark: GraphSAGE 2x256, fanouts 10,25, batch 1000/rank")
     python = common.dgl_python() if args.dgl or args.distdgl else None
     if (args.dgl or args.distdgl) and python is None:
         sys.exit("DGL virtualenv not found: build it with ../shared/anchor_dgl/setup.sh or set DGLENV")
-    print("| graph | system | ranks | route | median epoch s (2..N) | sample/gather/compute/allreduce/wait s "
-          "(max over ranks) | test acc | peak RSS MiB per rank |\n|---|---|---|---|---|---|---|---|")
+    print("| graph | system | ranks | route | precision | median epoch s (2..N) "
+          "| sample/gather/compute/allreduce/wait s (max over ranks) | test acc | peak RSS MiB per rank |\n"
+          "|---|---|---|---|---|---|---|---|---|")
     for tag in args.graphs.split(","):
         graph = common.ensure_graph(*GRAPHS[tag])
         if args.dgl:
             r = dgl_single(python, graph, args.epochs)
             b = r["breakdown"]
-            print(f"| {tag} | DGL 2.1 single process | 1 | - | {r['epoch_s']:.2f} | sample {b['sample']:.2f}, fetch "
-                  f"{b['fetch']:.2f}, fwd+bwd {b['forward'] + b['backward']:.2f} | {r['test_acc']:.4f} "
-                  f"| {r['peak_rss_MiB'][0]:.0f} |", flush=True)
+            print(f"| {tag} | DGL 2.1 single process | 1 | - | fp32 | {r['epoch_s']:.2f} "
+                  f"| sample {b['sample']:.2f}, fetch {b['fetch']:.2f}, fwd+bwd {b['forward'] + b['backward']:.2f} "
+                  f"| {r['test_acc']:.4f} | {r['peak_rss_MiB'][0]:.0f} |", flush=True)
         for ranks in [int(x) for x in args.ranks.split(",")]:
             if args.distdgl and ranks > 1:
                 r = dist_dgl(python, graph, tag, ranks, args.epochs)
                 b = r["breakdown"]
-                print(f"| {tag} | DistDGL 2.1 | {ranks} | servers+RPC | {r['epoch_s']:.2f} | sample {b['sample']:.2f}, "
-                      f"fetch {b['fetch']:.2f}, fwd+bwd {b['forward'] + b['backward']:.2f} (rank 0) "
-                      f"| {r['test_acc']:.4f} | {r['rss']} |", flush=True)
+                print(f"| {tag} | DistDGL 2.1 | {ranks} | servers+RPC | fp32 | {r['epoch_s']:.2f} "
+                      f"| sample {b['sample']:.2f}, fetch {b['fetch']:.2f}, "
+                      f"fwd+bwd {b['forward'] + b['backward']:.2f} (rank 0) | {r['test_acc']:.4f} | {r['rss']} |",
+                      flush=True)
             parts = common.ensure_parts(graph, ranks, f"train_{tag}")
-            for route in (("shm", "rma") if ranks > 1 else ("shm",)):
-                r = ours(parts, ranks, args.epochs, route)
-                phases = ("sample", "gather", "compute", "allreduce", "wait")
-                ph = "/".join(f"{r['phases_max_s'][k]:.2f}" for k in phases)
-                rss = " / ".join(f"{x:.0f}" for x in r["peak_rss_MiB"])
-                print(f"| {tag} | hpcgnn | {ranks} | {route} | {r['epoch_s']:.2f} | {ph} | {r['test_acc']:.4f} "
-                      f"| {rss} |", flush=True)
+            for route in (args.routes.split(",") if ranks > 1 else ("shm",)):
+                for precision in args.precisions.split(","):
+                    r = ours(parts, ranks, args.epochs, route, precision)
+                    phases = ("sample", "gather", "compute", "allreduce", "wait")
+                    ph = "/".join(f"{r['phases_max_s'][k]:.2f}" for k in phases)
+                    rss = " / ".join(f"{x:.0f}" for x in r["peak_rss_MiB"])
+                    print(f"| {tag} | hpcgnn | {ranks} | {route} | {precision} | {r['epoch_s']:.2f} | {ph} "
+                          f"| {r['test_acc']:.4f} | {rss} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -19,10 +19,16 @@
 
 /* One body for every (row type, ISA) pair: ROW_T is the row element, LOAD widens it, STORE narrows.
  * acc is a float32 scratch row of `dim` elements. */
+#define HPCGNN_AHEAD 16
 #define HPCGNN_SPMM_BODY(ROW_T, LOAD, STORE)                                                        \
+    const int64_t total = indptr[rows];                                                             \
     for (int64_t r = 0; r < rows; r++) {                                                            \
         for (int64_t f = 0; f < dim; f++) acc[f] = 0.0f;                                           \
         for (int64_t e = indptr[r]; e < indptr[r + 1]; e++) {                                      \
+            if (e + HPCGNN_AHEAD < total) { /* rows are random: fetch one a few entries ahead */    \
+                const char* next = (const char*)(h + col[e + HPCGNN_AHEAD] * dim);                  \
+                for (int64_t b = 0; b < dim * (int64_t)sizeof(ROW_T); b += 64) __builtin_prefetch(next + b); \
+            }                                                                                       \
             const float w = weight ? weight[e] : 1.0f;                                             \
             const ROW_T* HPCGNN_RESTRICT src = h + col[e] * dim;                                    \
             for (int64_t f = 0; f < dim; f++) acc[f] += w * LOAD(src[f]);                          \

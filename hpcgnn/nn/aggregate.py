@@ -1,9 +1,12 @@
-"""Neighbourhood aggregation of bfloat16 rows by the compiled kernels of :mod:`hpcgnn._spmm`.
+"""Neighbourhood aggregation by the compiled kernels of :mod:`hpcgnn._spmm`.
 
-torch has no bfloat16 kernel for a sparse CSR times a dense matrix, so the aggregations of a
-``--precision bf16`` run go through :class:`CSR` here: rows read and written in bfloat16 (half
-the bytes of a gather-bound product), sums accumulated in float32, the backward pass the same
-product with the transposed matrix (built once per block, on first use).
+Every aggregation of a block (a sparse CSR matrix times the source rows) goes through
+:func:`spmm`: float32 rows, or bfloat16 rows in a ``--precision bf16`` run (torch has no
+bfloat16 sparse CSR product; here the rows are read and written in bfloat16, half the bytes of
+a gather-bound product, and sums are accumulated in float32). The kernels prefetch the rows a
+few entries ahead, which is most of their lead over torch's float32 CSR product on rows that
+do not fit in cache. The backward pass is the same product with the transposed matrix (built
+once per block, on first use).
 
 ``HPCGNN_PORTABLE_KERNELS=1`` forces the kernels' portable build on a CPU that has AVX512-BF16
 (how the fallback path is tested).
