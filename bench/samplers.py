@@ -12,7 +12,7 @@ speed     One epoch of GraphSAGE 2 x 256 on a symmetrized RMAT graph with each s
           steps per second and the batches' training nodes per second.
 
     python bench/samplers.py accuracy [--datasets coauthor_cs,amazon_computers --seeds 5 --ranks 1,2,4]
-    python bench/samplers.py speed [--graph medium --ranks 2] [--dgl]
+    python bench/samplers.py speed [--graph medium --ranks 2] [--dgl] [--precision bf16]
     python bench/samplers.py curves [--datasets coauthor_cs --ranks 2 --seed 0]
 
 curves    From the accuracy runs' metrics files: test accuracy (evaluated every epoch) against
@@ -150,7 +150,7 @@ def speed_runs(args):
             if os.path.exists(metrics):
                 os.remove(metrics)
             mpirun(ranks, ["--data", parts, *SPEED_MODEL, *SPEED_SAMPLERS[sampler], "--epochs", "1",
-                           "--metrics", metrics])
+                           "--precision", args.precision, "--metrics", metrics])
             epoch = [r for r in records(metrics) if "epoch" in r and not r.get("final")][-1]
             final = records(metrics)[-1]
             steps, seeds = epoch["steps"], epoch["train_seen"]
@@ -258,6 +258,7 @@ def main():
     parser.add_argument("--reuse", action="store_true", help="accuracy: take finished runs from bench/work/samplers")
     parser.add_argument("--dgl", action="store_true", help="speed: DGL 2.1's samplers side by side (its virtualenv)")
     parser.add_argument("--dgl-batches", type=int, default=30, help="speed: DGL's timed batches per sampler")
+    parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16"), help="speed: hpcgnn's --precision")
     parser.add_argument("--seed", type=int, default=0, help="curves: the accuracy runs' seed")
     parser.add_argument("--figure", default=os.path.join("docs", "figures", "samplers_time_to_accuracy.png"))
     parser.add_argument("--json")

@@ -118,7 +118,7 @@ def test_bf16_models_agree_with_float32(build, model):
     assert not torch.equal(out16, out32)  # the bfloat16 arithmetic did run
 
 
-@pytest.mark.mpi(sizes=(1, 2))
+@pytest.mark.mpi(sizes=(2,))
 def test_bf16_training_learns(nranks, comm, shared_tmp):
     from hpcgnn.testing.datasets import make_dataset
     from hpcgnn.testing.training import assert_learns
