@@ -12,6 +12,7 @@ from torch.nn import functional as F
 
 from hpcgnn.nn.block import BlockTensors
 from hpcgnn.nn.dropout import Dropout
+from hpcgnn.nn.gemm import linear
 
 
 class SAGEConv(nn.Module):
@@ -33,22 +34,23 @@ class SAGEConv(nn.Module):
         shrink = self.fc_neigh.in_features > self.fc_neigh.out_features
         if self.aggregator == "mean":
             if shrink and self.out_features > 32:
-                return self.fc_self(h_dst) + block.mean_neighbours(self.fc_neigh(h_src))
+                return (linear(h_dst, self.fc_self.weight, self.fc_self.bias)
+                        + block.mean_neighbours(linear(h_src, self.fc_neigh.weight)))
             if shrink:
                 # narrow output (memory-bound GEMMs): one GEMM over all sources for both maps, so the
                 # backward pass writes the wide input gradient once (not once per map plus a
                 # zero-filled slice gradient); the self map's extra rows cost little at this width
                 out_dim = self.out_features
-                z = F.linear(h_src, torch.cat([self.fc_neigh.weight, self.fc_self.weight], dim=0))
+                z = linear(h_src, torch.cat([self.fc_neigh.weight, self.fc_self.weight], dim=0))
                 return block.mean_neighbours(z[:, :out_dim]) + z[: block.num_dst, out_dim:] + self.fc_self.bias
             # one GEMM over [h_dst, mean] instead of two with half the inner dimension
             weight = torch.cat([self.fc_self.weight, self.fc_neigh.weight], dim=1)
-            return F.linear(torch.cat([h_dst, block.mean_neighbours(h_src)], dim=1), weight, self.fc_self.bias)
+            return linear(torch.cat([h_dst, block.mean_neighbours(h_src)], dim=1), weight, self.fc_self.bias)
         scale = (block.in_degree + 1).unsqueeze(-1)
         if shrink:
-            z = h_src @ self.fc_neigh.weight.t()
+            z = linear(h_src, self.fc_neigh.weight)
             return (block.sum_neighbours(z) + z[: block.num_dst]) / scale + self.fc_neigh.bias
-        return self.fc_neigh((block.sum_neighbours(h_src) + h_dst) / scale)
+        return linear((block.sum_neighbours(h_src) + h_dst) / scale, self.fc_neigh.weight, self.fc_neigh.bias)
 
 
 class GraphConv(nn.Module):
@@ -62,7 +64,7 @@ class GraphConv(nn.Module):
     def forward(self, block: BlockTensors, h_src):
         norm_src = (block.src_graph_degree + 1).rsqrt()
         norm_dst = (block.dst_graph_degree + 1).rsqrt()
-        h = h_src @ self.linear.weight.t()
+        h = linear(h_src, self.linear.weight)
         scaled = h * norm_src.to(h.dtype).unsqueeze(-1)  # bfloat16 rows stay bfloat16
         total = block.sum_neighbours(scaled) + scaled[: block.num_dst]
         return total * norm_dst.to(h.dtype).unsqueeze(-1) + self.linear.bias
@@ -88,7 +90,7 @@ class GATConv(nn.Module):
 
     def forward(self, block: BlockTensors, h_src):
         # attention and its weighted sum in float32 (their scatters have no mixed-precision form)
-        z = self.linear(h_src).float().view(-1, self.heads, self.out_dim)
+        z = linear(h_src, self.linear.weight).float().view(-1, self.heads, self.out_dim)
         score_src = (z * self.attn_src).sum(-1)                   # [num_src, heads]
         score_dst = (z[: block.num_dst] * self.attn_dst).sum(-1)  # [num_dst, heads]
         loops = torch.arange(block.num_dst)

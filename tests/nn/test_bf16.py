@@ -128,3 +128,17 @@ def test_bf16_training_learns(nranks, comm, shared_tmp):
     args = parse_args(["--data", path, "--precision", "bf16", "--hidden", "32", "--fanouts", "5,5", "--epochs", "8",
                        "--batch-size", "50", "--lr", "0.01", "--eval-every", "8", "--no-progress", "--prefetch", "0"])
     assert_learns(comm, args, 0.55)  # chance: 0.25
+
+
+def test_bf16_gemm_rows_are_bucketed():
+    from hpcgnn.nn.gemm import bucket_rows, linear
+
+    sizes = [bucket_rows(n) for n in range(1, 70_000)]
+    assert all(n <= b <= max(n, n * 1.125) for n, b in zip(range(1, 70_000), sizes))
+    assert len(set(sizes[4096:8191])) == 8  # 8 shapes for the octave [4096, 8192)
+    x, w, b = torch.randn(1000, 24), torch.randn(16, 24), torch.randn(16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = linear(x, w, b)
+        plain = torch.nn.functional.linear(x, w, b)
+    assert out.shape == (1000, 16) and torch.allclose(out.float(), plain.float(), rtol=1e-2, atol=1e-2)
+    assert torch.equal(linear(x, w, b), torch.nn.functional.linear(x, w, b))  # float32: unchanged
