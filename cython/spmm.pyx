@@ -10,19 +10,14 @@ CPU has AVX512-BF16 and ``fast`` is true; the portable build otherwise.
 import numpy as np
 
 from libc.stdint cimport int64_t, uint16_t
-from libc.stdlib cimport free, malloc
 
 
 cdef extern from "spmm_kernels.h" nogil:
     int hpcgnn_spmm_has_avx512bf16()
-    void hpcgnn_spmm_f32_avx512(const int64_t* indptr, const int64_t* col, const float* weight, const float* h,
-                                float* out, int64_t rows, int64_t dim, float* acc)
-    void hpcgnn_spmm_f32_portable(const int64_t* indptr, const int64_t* col, const float* weight, const float* h,
-                                  float* out, int64_t rows, int64_t dim, float* acc)
-    void hpcgnn_spmm_bf16_avx512(const int64_t* indptr, const int64_t* col, const float* weight,
-                                 const uint16_t* h, uint16_t* out, int64_t rows, int64_t dim, float* acc)
-    void hpcgnn_spmm_bf16_portable(const int64_t* indptr, const int64_t* col, const float* weight,
-                                   const uint16_t* h, uint16_t* out, int64_t rows, int64_t dim, float* acc)
+    void hpcgnn_spmm_f32(const int64_t* indptr, const int64_t* col, const float* weight, const float* h,
+                         float* out, int64_t rows, int64_t dim, int fast, int threads) except +
+    void hpcgnn_spmm_bf16(const int64_t* indptr, const int64_t* col, const float* weight, const uint16_t* h,
+                          uint16_t* out, int64_t rows, int64_t dim, int fast, int threads) except +
 
 
 def has_avx512bf16() -> bool:
@@ -52,10 +47,11 @@ ctypedef fused row_t:
 
 
 def spmm(const int64_t[::1] indptr, const int64_t[::1] col, const float[::1] weight, const row_t[::1] h,
-         row_t[::1] out, int64_t dim, bint fast=True):
+         row_t[::1] out, int64_t dim, bint fast=True, int threads=1):
     """Local. ``out[r] = sum_e weight[e] * h[col[e]]`` over row r's entries (weight None: 1), rows
     of ``dim`` elements flattened: float32, or bfloat16 as uint16 (accumulated in float32 and
-    rounded to nearest-even once per output element). ``out`` must not overlap ``h``."""
+    rounded to nearest-even once per output element). ``out`` must not overlap ``h``; the rows
+    are split over ``threads`` threads by entry count."""
     _check("spmm", indptr, col, None if weight is None else np.asarray(weight), h.shape[0] // max(dim, 1),
            h.shape[0], out.shape[0], dim)
     cdef int64_t rows = indptr.shape[0] - 1
@@ -65,24 +61,11 @@ def spmm(const int64_t[::1] indptr, const int64_t[::1] col, const float[::1] wei
     if indptr[rows] == 0:
         np.asarray(out)[:] = 0
         return
-    cdef bint avx512 = fast and hpcgnn_spmm_has_avx512bf16()
-    cdef float* acc = <float*>malloc(dim * sizeof(float))
-    if acc == NULL:
-        raise MemoryError()
-    try:
-        with nogil:
-            if row_t is float:
-                if avx512:
-                    hpcgnn_spmm_f32_avx512(&indptr[0], &col[0], w, &h[0], &out[0], rows, dim, acc)
-                else:
-                    hpcgnn_spmm_f32_portable(&indptr[0], &col[0], w, &h[0], &out[0], rows, dim, acc)
-            else:
-                if avx512:
-                    hpcgnn_spmm_bf16_avx512(&indptr[0], &col[0], w, &h[0], &out[0], rows, dim, acc)
-                else:
-                    hpcgnn_spmm_bf16_portable(&indptr[0], &col[0], w, &h[0], &out[0], rows, dim, acc)
-    finally:
-        free(acc)
+    with nogil:
+        if row_t is float:
+            hpcgnn_spmm_f32(&indptr[0], &col[0], w, &h[0], &out[0], rows, dim, fast, threads)
+        else:
+            hpcgnn_spmm_bf16(&indptr[0], &col[0], w, &h[0], &out[0], rows, dim, fast, threads)
 
 
 def transpose(const int64_t[::1] indptr, const int64_t[::1] col, const float[::1] weight, int64_t num_cols):

@@ -71,11 +71,13 @@ class CSR:
         h = h.contiguous()
         dim = h.shape[1]
         out = torch.empty(self.num_rows, dim, dtype=h.dtype)
+        threads = torch.get_num_threads()  # the rank's torch threads: GEMMs and aggregations alike
         if h.dtype == torch.bfloat16:
-            _spmm.spmm(self.indptr, self.col, self.weight, _as_uint16(h), _as_uint16(out), dim, fast_kernels())
+            _spmm.spmm(self.indptr, self.col, self.weight, _as_uint16(h), _as_uint16(out), dim, fast_kernels(),
+                       threads)
         elif h.dtype == torch.float32:
             _spmm.spmm(self.indptr, self.col, self.weight, h.view(-1).numpy(), out.view(-1).numpy(), dim,
-                       fast_kernels())
+                       fast_kernels(), threads)
         else:
             raise TypeError(f"aggregation of {h.dtype} rows (float32 or bfloat16 only)")
         return out

@@ -142,3 +142,19 @@ def test_bf16_gemm_rows_are_bucketed():
         plain = torch.nn.functional.linear(x, w, b)
     assert out.shape == (1000, 16) and torch.allclose(out.float(), plain.float(), rtol=1e-2, atol=1e-2)
     assert torch.equal(linear(x, w, b), torch.nn.functional.linear(x, w, b))  # float32: unchanged
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.uint16], ids=["fp32", "bf16"])
+def test_spmm_threads_split_rows_without_changing_a_bit(dtype):
+    from hpcgnn import _spmm
+
+    rng = np.random.default_rng(9)
+    matrix, _ = random_matrix(rng, 500, 300, weighted=True)
+    h = rng.standard_normal(300 * 16).astype(np.float32)
+    h = (h.view(np.uint32) >> 16).astype(np.uint16) if dtype == np.uint16 else h  # bfloat16 bits
+    outs = []
+    for threads in (1, 3, 600):  # more threads than rows: one row each at most
+        out = np.empty(500 * 16, dtype=dtype)
+        _spmm.spmm(matrix.indptr, matrix.col, matrix.weight, h, out, 16, True, threads)
+        outs.append(out)
+    assert all(np.array_equal(outs[0], other) for other in outs[1:])
