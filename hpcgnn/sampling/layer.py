@@ -101,7 +101,7 @@ class LayerSampler:
         next_nodes, src_pos = _sample.relabel(nodes, candidates[column[keep]])
         indptr = np.zeros(nodes.shape[0] + 1, dtype=np.int64)
         np.cumsum(np.bincount(row[keep], minlength=nodes.shape[0]), out=indptr[1:])
-        weight = entry[keep] * scale[column[keep]] if keep.any() else np.zeros(0)
+        weight = entry[keep] * scale[column[keep]]
         if self.normalize:
             weight = weight / np.bincount(row[keep], weights=weight, minlength=nodes.shape[0])[row[keep]]
         weight = weight.astype(np.float32)
