@@ -38,8 +38,11 @@ def precision_note(precision) -> str:
     return f"bf16 (portable kernels, {why}: slower than on bf16 units)"
 
 
-def _as_uint16(t):
-    return t.view(torch.int16).numpy().view(np.uint16).reshape(-1)
+def kernel_view(t) -> np.ndarray:
+    """Local. The flat numpy view the compiled kernels take of a contiguous tensor: float32 as it
+    is, bfloat16 as uint16 (numpy has no bfloat16), without a copy."""
+    t = t.detach().contiguous().view(-1)
+    return t.view(torch.int16).numpy().view(np.uint16) if t.dtype == torch.bfloat16 else t.numpy()
 
 
 class CSR:
@@ -68,18 +71,12 @@ class CSR:
     def product(self, h) -> torch.Tensor:
         """Local. ``self @ h`` of a contiguous 2-D float32 or bfloat16 tensor, in h's dtype (no
         autograd: see :func:`spmm`)."""
-        h = h.contiguous()
-        dim = h.shape[1]
-        out = torch.empty(self.num_rows, dim, dtype=h.dtype)
-        threads = torch.get_num_threads()  # the rank's torch threads: GEMMs and aggregations alike
-        if h.dtype == torch.bfloat16:
-            _spmm.spmm(self.indptr, self.col, self.weight, _as_uint16(h), _as_uint16(out), dim, fast_kernels(),
-                       threads)
-        elif h.dtype == torch.float32:
-            _spmm.spmm(self.indptr, self.col, self.weight, h.view(-1).numpy(), out.view(-1).numpy(), dim,
-                       fast_kernels(), threads)
-        else:
+        if h.dtype not in (torch.float32, torch.bfloat16):
             raise TypeError(f"aggregation of {h.dtype} rows (float32 or bfloat16 only)")
+        out = torch.empty(self.num_rows, h.shape[1], dtype=h.dtype)
+        # the rank's torch threads: GEMMs and aggregations alike
+        _spmm.spmm(self.indptr, self.col, self.weight, kernel_view(h), kernel_view(out), h.shape[1], fast_kernels(),
+                   torch.get_num_threads())
         return out
 
 

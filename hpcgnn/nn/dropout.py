@@ -14,6 +14,7 @@ from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
 from hpcgnn import _dense
+from hpcgnn.nn.aggregate import kernel_view
 
 #: random stream of dropout seeds (seeded per rank by the trainer, saved in checkpoints)
 dropout_rng = np.random.default_rng(0)
@@ -35,19 +36,13 @@ def set_dropout_state(state: dict):
     dropout_rng.bit_generator.state = state
 
 
-def _flat(t):
-    """The flat numpy view the kernels take: float32, or bfloat16 as uint16."""
-    t = t.detach().contiguous().view(-1)
-    return t.view(torch.int16).numpy().view(np.uint16) if t.dtype == torch.bfloat16 else t.numpy()
-
-
 class _DropoutFunction(torch.autograd.Function):
     """Dropout whose mask is a hash of (seed, element): backward recomputes it, nothing stored."""
 
     @staticmethod
     def forward(ctx, h, seed, threshold, scale):
         out = torch.empty_like(h, memory_format=torch.contiguous_format)
-        _dense.dropout(_flat(h), _flat(out), seed, threshold, scale)
+        _dense.dropout(kernel_view(h), kernel_view(out), seed, threshold, scale)
         ctx.mask = (seed, threshold, scale)
         return out
 
@@ -55,7 +50,7 @@ class _DropoutFunction(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, grad):
         grad_in = torch.empty_like(grad, memory_format=torch.contiguous_format)
-        _dense.dropout(_flat(grad), _flat(grad_in), *ctx.mask)
+        _dense.dropout(kernel_view(grad), kernel_view(grad_in), *ctx.mask)
         return grad_in, None, None, None
 
 
@@ -66,7 +61,7 @@ class _ReLUDropoutFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h, seed, threshold, scale):
         out = torch.empty_like(h, memory_format=torch.contiguous_format)
-        _dense.relu_dropout(_flat(h), _flat(out), seed, threshold, scale)
+        _dense.relu_dropout(kernel_view(h), kernel_view(out), seed, threshold, scale)
         ctx.save_for_backward(out)
         ctx.scale = scale
         return out
@@ -76,7 +71,7 @@ class _ReLUDropoutFunction(torch.autograd.Function):
     def backward(ctx, grad):
         (out,) = ctx.saved_tensors
         grad_in = torch.empty_like(out)
-        _dense.where_positive(_flat(grad.to(out.dtype)), _flat(out), _flat(grad_in), ctx.scale)
+        _dense.where_positive(kernel_view(grad.to(out.dtype)), kernel_view(out), kernel_view(grad_in), ctx.scale)
         return grad_in, None, None, None
 
 
