@@ -52,6 +52,14 @@ def draw_from(cdf, size, rng) -> np.ndarray:
     return cdf.searchsorted(rng.random(size), side="right").astype(np.int64)
 
 
+def resolve_budget(budget, size) -> int:
+    """Local. A budget as a count: ``budget`` itself, or for ``"P%"`` that share of ``size`` (the
+    part's nodes or edges), at least 1."""
+    if isinstance(budget, str) and budget.endswith("%"):
+        return max(1, int(round(float(budget[:-1]) / 100 * size)))
+    return int(budget)
+
+
 class SaintSampler:
     """Local. GraphSAINT subgraphs of this rank's part, normalised by presampling.
 
@@ -61,8 +69,10 @@ class SaintSampler:
     kind : str
         ``"node"``, ``"edge"`` or ``"rw"`` (see the module docstring).
     num_layers : int
-    budget : int
-        Nodes drawn (node), edges drawn (edge) or walk roots (rw) per subgraph.
+    budget : int or str
+        Nodes drawn (node), edges drawn (edge) or walk roots (rw) per subgraph; ``"P%"``: that
+        share of the part's nodes (edges for edge), the same share of the graph per step at any
+        rank count.
     walk_length : int
         Steps per walk (rw only).
     presample : int
@@ -74,10 +84,11 @@ class SaintSampler:
     def __init__(self, graph, kind, num_layers, budget, walk_length=2, presample=50, seed=0):
         if kind not in SAINT_KINDS:
             raise ValueError(f"unknown GraphSAINT sampler {kind!r} (choose from {', '.join(SAINT_KINDS)})")
+        self.local = LocalGraph(graph)
+        budget = resolve_budget(budget, self.local.indices.shape[0] if kind == "edge" else self.local.num_nodes)
         if min(num_layers, budget, walk_length, presample) < 1:
             raise ValueError("num_layers, budget, walk_length and presample must be positive")
-        self.kind, self.num_layers, self.budget, self.walk_length = kind, int(num_layers), int(budget), int(walk_length)
-        self.local = LocalGraph(graph)
+        self.kind, self.num_layers, self.budget, self.walk_length = kind, int(num_layers), budget, int(walk_length)
         degree = self.local.in_degree
         self._node_cdf = cumulative(degree + 1.0)
         if kind == "edge" and self.local.indices.shape[0]:

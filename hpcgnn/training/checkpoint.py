@@ -219,10 +219,11 @@ def save_session(session, directory, epoch, history):
     if session.embedding is not None or session.control is not None:
         comm.Barrier()
     rngs = comm.gather(rng_state(), root=0)
+    residuals = comm.gather(session.sync.state(), root=0)  # error feedback of --grad-compress, per rank
     if comm.rank == 0:
         save_checkpoint(directory, {"model": session.model.state_dict(), "optimizer": session.optimizer.state_dict(),
                                     "config": plain(session.config), "epoch": int(epoch), "rng": rngs,
-                                    "history": plain(history)})
+                                    "grad_residual": residuals, "history": plain(history)})
     comm.Barrier()
 
 
@@ -262,6 +263,7 @@ def resume_session(session, directory):
     error = None
     try:  # each rank reads its own entry, so only some ranks may find theirs malformed
         set_rng_state(state["rng"][comm.rank])
+        session.sync.load_state((state.get("grad_residual") or [None] * comm.size)[comm.rank])
     except (RuntimeError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
         error = InputError(path, f"malformed random state of rank {comm.rank} ({type(exc).__name__})")
     fail_together(comm, error, directory)

@@ -6,6 +6,7 @@ Nothing here imports torch until the flags are parsed, so ``--help`` answers at 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import tomllib
 
@@ -167,12 +168,32 @@ def add_sampler_arguments(p):
                "clusters_per_batch": "clusters per batch (Cluster-GCN's q)",
                "walks": "random walks started at every node of a layer",
                "walk_length": "steps per walk", "topk": "the most visited nodes kept as a node's neighbours",
-               "budget": "nodes (saint-node), edges (saint-edge) or walk roots (saint-rw) drawn per subgraph",
+               "budget": "nodes (saint-node), edges (saint-edge) or walk roots (saint-rw) drawn per subgraph; "
+                         "P%% draws that share of the rank's part (its nodes, or its edges for saint-edge), "
+                         "so a step covers the same share of the graph at any rank count",
                "presample": "subgraphs drawn at start-up to estimate GraphSAINT's normalisation",
                "vr_neighbors": "sampled in-neighbours per node in every layer but the input layer (VR-GCN's D)"}
     for dest, (default, samplers) in SAMPLER_FLAGS.items():
-        p.add_argument("--" + dest.replace("_", "-"), type=int, default=default,
+        p.add_argument("--" + dest.replace("_", "-"), type=budget_value if dest == "budget" else int, default=default,
                        help=f"--sampler {'|'.join(samplers)}: {help_of[dest]}")
+
+
+def budget_value(text):
+    """Local. ``--budget``: a count (int), or a share of the rank's part written ``P%`` (kept as
+    that string; the sampler resolves it against its part's nodes or edges)."""
+    text = str(text).strip()
+    if text.endswith("%"):
+        try:
+            share = float(text[:-1])
+        except ValueError:
+            share = float("nan")
+        if not 0 < share <= 100:
+            raise argparse.ArgumentTypeError(f"{text!r}: a share must be between 0% and 100%")
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: a count (3000) or a share of the part (40%)") from None
 
 
 def parse_sizes(text) -> list:
@@ -192,7 +213,7 @@ def check_sampler_flags(args):
         flag, value = "--" + dest.replace("_", "-"), getattr(args, dest)
         if args.sampler not in samplers and value != default:
             raise InputError(None, f"applies to --sampler {'|'.join(samplers)} only", flag, value)
-        if value < 1:
+        if not isinstance(value, str) and value < 1:
             raise InputError(None, "must be at least 1", flag, value)
     for flag, value, default in (("--layer-sizes", args.layer_sizes, DEFAULT_LAYER_SIZES),
                                  ("--layer-weights", args.layer_weights, DEFAULT_LAYER_WEIGHTS)):
@@ -239,6 +260,26 @@ def check_task_flags(args):
         raise InputError(None, "must be at least 1", "--negatives", args.negatives)
 
 
+COMPRESSIONS = ("none", "bf16", "topk:R")
+
+
+def parse_compression(text) -> tuple[str, float]:
+    """Local. ``--grad-compress``: ``("none", 0)``, ``("bf16", 0)`` or ``("topk", R)`` with
+    0 < R <= 1, else a one-line InputError."""
+    text = str(text)
+    if text in ("none", "bf16"):
+        return text, 0.0
+    if text.startswith("topk:"):
+        try:
+            ratio = float(text[5:])
+        except ValueError:
+            ratio = math.nan
+        if 0.0 < ratio <= 1.0:
+            return "topk", ratio
+        raise InputError(None, "topk:R needs a fraction 0 < R <= 1 of the entries to send", "--grad-compress", text)
+    raise InputError(None, f"must be one of {', '.join(COMPRESSIONS)}", "--grad-compress", text)
+
+
 def add_optimizer_arguments(parser):
     """Local. The optimizer's flags: learning rate, weight decay, gradient accumulation, steps."""
     parser.add_argument("--lr", type=float, default=0.003, help="Adam learning rate")
@@ -247,6 +288,15 @@ def add_optimizer_arguments(parser):
                         help="micro-batches per optimizer step: gradients of K batches of --batch-size seeds "
                              "are averaged, then reduced over the ranks once (a batch of K x --batch-size seeds "
                              "per rank in the memory of one)")
+    parser.add_argument("--overlap", action="store_true",
+                        help="reduce the gradient in buckets of --bucket-mb with non-blocking Allreduce as backward "
+                             "produces them (last layer first), overlapping communication with backward")
+    parser.add_argument("--bucket-mb", type=float, default=1.0, metavar="MB",
+                        help="--overlap: MiB of float32 gradients per bucket")
+    parser.add_argument("--grad-compress", default="none", metavar="none|bf16|topk:R",
+                        help="bf16: send the gradient as bfloat16 (half the bytes); topk:R: send the fraction R of "
+                             "entries largest in magnitude (index, value); both carry what was not sent to the next "
+                             "step (error feedback)")
     parser.add_argument("--steps-per-epoch", type=int, default=0, metavar="N",
                         help="end each epoch after N steps (0: a whole pass); each epoch takes the first N batches "
                              "of its own shuffled order, so successive epochs see different seeds")
@@ -307,6 +357,14 @@ def parse_args(argv=None):
         raise InputError(None, "must be 0 (none) or positive", "--embed-dim", args.embed_dim)
     if args.accumulate < 1:
         raise InputError(None, "must be at least 1", "--accumulate", args.accumulate)
+    if not args.bucket_mb > 0:
+        raise InputError(None, "must be a positive number of MiB", "--bucket-mb", args.bucket_mb)
+    if args.bucket_mb != 1.0 and not args.overlap:
+        raise InputError(None, "applies to --overlap only", "--bucket-mb", args.bucket_mb)
+    kind, _ = parse_compression(args.grad_compress)
+    if args.overlap and kind != "none":
+        raise InputError(None, "--overlap reduces float32 buckets; it does not combine with compression",
+                         "--grad-compress", args.grad_compress)
     if args.steps_per_epoch < 0:
         raise InputError(None, "must be 0 (a whole pass) or a number of steps", "--steps-per-epoch",
                          args.steps_per_epoch)

@@ -59,12 +59,13 @@ def train_step(session: Session, batch, scale=1.0, first=True, last=True) -> Ste
     if session.control is not None:
         session.control.update(batch, session.model.hidden)  # collective: every rank has a batch each step
     loss, correct, seen = session.loss.batch(out, batch)
+    session.sync.arm(last)
     (loss * scale if scale != 1.0 else loss).backward()
     t1 = time.perf_counter()
     if not last:
         return StepResult(float(loss.detach()) * seen, correct, seen, t1 - t0, 0.0)
     waiting_in("the gradient Allreduce")
-    allreduce_(session.grads.buffer.numpy(), session.comm, average=True)
+    session.sync.finish()
     t2 = time.perf_counter()
     session.optimizer.step()
     if session.embed_optimizer is not None:
@@ -106,7 +107,9 @@ def train_epoch(session: Session, epoch, show_progress=False) -> dict:
     stats = session.loader.stats
     phases = {"sample": stats.sample_s, "gather": stats.gather_s, "compute": compute_s, "allreduce": allreduce_s,
               "wait": stats.wait_s}
-    return epoch_record(session.comm, epoch + 1, totals, epoch_time, phases, stats, steps=len(session.loader))
+    record = epoch_record(session.comm, epoch + 1, totals, epoch_time, phases, stats, steps=len(session.loader))
+    record["grad_bytes_per_step"] = session.sync.bytes_per_step
+    return record
 
 
 def average_buffers(model, comm):

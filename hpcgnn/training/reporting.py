@@ -49,6 +49,8 @@ EPOCH_FIELDS = {
     "phases_s": "per phase (sample, gather, compute, allreduce, wait): [min, max] seconds over ranks",
     "phases_mean_s": "per phase: mean seconds over ranks",
     "phase_imbalance": "per phase: max / mean over ranks (1.0 is perfect balance; null when no rank spent time)",
+    "grad_bytes_per_step": "bytes of gradient each rank sends per optimizer step (--grad-compress; the "
+                           "reduction's algorithmic volume, hpcgnn.training.gradsync)",
     "network_MB": "MiB read from ranks on other machines, all ranks",
     "remote_rows": "feature rows the batches needed from other machines, all ranks",
     "cache_hit_rate": "share of remote_rows served by the --cache-mb cache",

@@ -31,26 +31,11 @@ from hpcgnn.sampling.saint import SaintSampler
 from hpcgnn.sampling.vr import ControlVariateSampler
 from hpcgnn.store import DistEmbedding, SparseAdam
 from hpcgnn.training.control_variate import ControlVariate
+from hpcgnn.training.gradsync import FlatGradients, GradientSync, build_sync
 from hpcgnn.training.link_task import LinkLoss, build_link_loader, link_dataset_sizes, require_edge_sets
 from hpcgnn.training.metrics import TrainingLoss, choose_metric, class_weights, task_of
 
 EMBEDDING_NAME = "node_embedding"
-
-
-class FlatGradients:
-    """Local. Every parameter's ``.grad`` is a view into one buffer, so a step needs one Allreduce."""
-
-    def __init__(self, model):
-        params = [p for p in model.parameters() if p.requires_grad]
-        self.buffer = torch.zeros(sum(p.numel() for p in params))
-        offset = 0
-        for p in params:
-            p.grad = self.buffer[offset:offset + p.numel()].view_as(p)
-            offset += p.numel()
-
-    def zero(self):
-        """Local. Zero every gradient at once."""
-        self.buffer.zero_()
 
 
 @dataclass
@@ -69,6 +54,7 @@ class Session:
     config: dict
     loss: TrainingLoss  # or a LinkLoss: ``loss.batch(model_output, batch) -> (loss, correct, seen)``
     control: ControlVariate | None = None  # VR-GCN's histories (--sampler vr)
+    sync: GradientSync | None = None  # how the gradient is reduced (default: one blocking Allreduce)
 
     @property
     def link(self) -> bool:
@@ -78,6 +64,8 @@ class Session:
     def close(self):
         """Collective over comm. Free the loader's, the embedding's and the graph's windows."""
         self.loader.close()
+        if self.sync is not None:
+            self.sync.close()
         if self.control is not None:
             self.control.close()
         if self.embedding is not None:
@@ -170,7 +158,9 @@ def open_session(args, comm) -> Session:
     else:
         loss = TrainingLoss(config["task"], training_class_weights(graph, config)
                             if args.class_weight == "balanced" else None)
-    return Session(comm, graph, loader, model, grads, optimizer, embedding, embed_optimizer, config, loss, control)
+    sync = build_sync(grads, comm, args.grad_compress, args.overlap, args.bucket_mb)
+    return Session(comm, graph, loader, model, grads, optimizer, embedding, embed_optimizer, config, loss, control,
+                   sync)
 
 
 def build_sampler(graph, args, model):

@@ -1,0 +1,252 @@
+"""How the ranks agree on one gradient per optimizer step.
+
+Every parameter's ``.grad`` is a view into one flat float32 buffer (:class:`FlatGradients`), and
+a :class:`GradientSync` turns each rank's buffer into the mean over the ranks:
+
+``blocking``
+    One Allreduce of the whole buffer after backward (the default).
+``overlap`` (``--overlap``)
+    The buffer is cut into buckets of about ``--bucket-mb`` in the order backward produces the
+    gradients (last layer first). A bucket's non-blocking Allreduce starts as soon as backward
+    has accumulated every gradient in it, so communication runs while the earlier layers'
+    backward still computes (torch DDP's scheme). Buckets start strictly in bucket order on every
+    rank (a complete bucket waits for the ones before it): MPI requires the same order of
+    collectives everywhere, and a parameter that got no gradient this step must not leave one
+    rank's bucket unstarted; after backward the buckets not yet started are started, in order.
+``--grad-compress bf16``
+    Each rank rounds its gradient to bfloat16 and the ranks sum bfloat16 values (a user-defined
+    MPI sum: half the bytes on the wire).
+``--grad-compress topk:R``
+    Each rank sends only the fraction R of its entries largest in magnitude, as (index, value)
+    pairs gathered by every rank (Allgather), which sum them; top-k sparsification.
+
+Both compressions keep error feedback: what a rank did not send this step (the rounding error, or
+the entries left out) is added to its next step's gradient, so over the steps every gradient is
+sent in full (their sum is exactly what was sent plus the residual still held).
+
+Bytes on the wire (``bytes_per_step``): what each rank sends per step by the reduction's
+algorithmic volume: ``2 (P-1)/P n b`` for an Allreduce of ``n`` values of ``b`` bytes (the
+bandwidth-optimal reduce-scatter + allgather that MPI libraries use for large buffers), and
+``(P-1) k 8`` for the top-k Allgather of ``k`` int32 indices and float32 values per rank.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from hpcgnn.runtime.collectives import allreduce_
+from hpcgnn.runtime.comm import mpi
+from hpcgnn.training.config import parse_compression
+
+DEFAULT_BUCKET_MB = 1.0
+
+
+class FlatGradients:
+    """Local. Every parameter's ``.grad`` is a view into one buffer, so a step needs one Allreduce."""
+
+    def __init__(self, model):
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.buffer = torch.zeros(sum(p.numel() for p in self.params))
+        self.offsets = []
+        offset = 0
+        for p in self.params:
+            p.grad = self.buffer[offset:offset + p.numel()].view_as(p)
+            self.offsets.append(offset)
+            offset += p.numel()
+
+    def zero(self):
+        """Local. Zero every gradient at once."""
+        self.buffer.zero_()
+
+
+def allreduce_bytes(count, itemsize, ranks) -> int:
+    """Local. Bytes one rank sends in a bandwidth-optimal Allreduce of ``count`` items."""
+    return int(2 * (ranks - 1) * count * itemsize // ranks) if ranks > 1 else 0
+
+
+class GradientSync:
+    """Local to build; :meth:`finish` is collective. The blocking mean over the ranks (the base of
+    the other schemes).
+
+    Parameters
+    ----------
+    grads : FlatGradients
+    comm : mpi4py communicator
+    """
+
+    def __init__(self, grads, comm):
+        self.grads, self.comm = grads, comm
+        self.bytes_per_step = allreduce_bytes(grads.buffer.numel(), 4, comm.size)
+
+    def arm(self, last):
+        """Local. Called before backward; ``last``: this backward ends an optimizer step (the
+        reduction follows). Only the overlapping scheme acts on it."""
+
+    def finish(self):
+        """Collective over comm. After backward: the buffer holds the mean gradient."""
+        allreduce_(self.grads.buffer.numpy(), self.comm, average=True)
+
+    def state(self):
+        """Local. What a checkpoint keeps of this rank's scheme: the error-feedback residual, or None."""
+        residual = getattr(self, "residual", None)
+        return None if residual is None else residual.clone()
+
+    def load_state(self, state):
+        """Local. Restore :meth:`state` (None: nothing held, or a checkpoint of another scheme)."""
+        residual = getattr(self, "residual", None)
+        if residual is not None:
+            if state is None:
+                residual.zero_()
+            else:
+                residual.copy_(torch.as_tensor(state, dtype=torch.float32).reshape(residual.shape))
+
+    def close(self):
+        """Local. Release what the scheme holds (MPI operations, hooks)."""
+
+
+class OverlappedSync(GradientSync):
+    """Local to build. Buckets reduced with non-blocking Allreduce while backward runs."""
+
+    def __init__(self, grads, comm, bucket_mb=DEFAULT_BUCKET_MB):
+        super().__init__(grads, comm)
+        cap = max(1, int(bucket_mb * 2**20 / 4))
+        self.buckets, self.bucket_of = [], {}
+        # backward produces the last parameters' gradients first: buckets from the end of the buffer
+        order = list(range(len(grads.params)))[::-1]
+        current, size = [], 0
+        for i in order:
+            current.append(i)
+            size += grads.params[i].numel()
+            if size >= cap:
+                self.buckets.append(current)
+                current, size = [], 0
+        if current:
+            self.buckets.append(current)
+        self.views = []
+        for b, members in enumerate(self.buckets):
+            lo = min(grads.offsets[i] for i in members)
+            hi = max(grads.offsets[i] + grads.params[i].numel() for i in members)
+            self.views.append(grads.buffer[lo:hi].numpy())
+            for i in members:
+                self.bucket_of[i] = b
+        self.hooks = [p.register_post_accumulate_grad_hook(self._hook(i)) for i, p in enumerate(grads.params)]
+        self.armed = False
+        self._reset()
+
+    def _reset(self):
+        self.pending = [len(m) for m in self.buckets]
+        self.requests = []
+
+    def _hook(self, i):
+        def on_gradient(_param):
+            if not self.armed:
+                return
+            self.pending[self.bucket_of[i]] -= 1
+            self._start_ready()
+        return on_gradient
+
+    def _start_ready(self, everything=False):
+        """Start, in bucket order, every bucket whose gradients are all in (``everything``: all
+        not yet started)."""
+        MPI = mpi()
+        while len(self.requests) < len(self.buckets):
+            b = len(self.requests)
+            if self.pending[b] > 0 and not everything:
+                break
+            self.requests.append(self.comm.Iallreduce(MPI.IN_PLACE, self.views[b], op=MPI.SUM))
+        if self.requests:
+            MPI.Request.Testall(self.requests)  # MPI progresses a request only inside MPI calls
+
+    def arm(self, last):
+        self.armed = bool(last) and self.comm.size > 1
+        self._reset()
+
+    def finish(self):
+        if self.comm.size == 1:
+            return
+        self._start_ready(everything=True)
+        mpi().Request.Waitall(self.requests)
+        self.grads.buffer /= self.comm.size
+        self.armed = False
+        self._reset()
+
+    def close(self):
+        for hook in self.hooks:
+            hook.remove()
+        self.hooks = []
+
+
+def _bf16_sum(inbuf, inoutbuf, datatype):
+    """The user-defined MPI sum of bfloat16 values (stored as int16): fp32 add, rounded back."""
+    a = torch.from_numpy(np.frombuffer(inbuf, dtype=np.int16)).view(torch.bfloat16)
+    out = torch.from_numpy(np.frombuffer(inoutbuf, dtype=np.int16)).view(torch.bfloat16)
+    out.copy_((a.float() + out.float()).to(torch.bfloat16))
+
+
+class Bf16Sync(GradientSync):
+    """Local to build. Gradients rounded to bfloat16 and summed as bfloat16, with error feedback."""
+
+    def __init__(self, grads, comm):
+        super().__init__(grads, comm)
+        n = grads.buffer.numel()
+        self.bytes_per_step = allreduce_bytes(n, 2, comm.size)
+        self.residual = torch.zeros(n)
+        self.wire = torch.zeros(n, dtype=torch.bfloat16)
+        self.op = mpi().Op.Create(_bf16_sum, commute=True) if comm.size > 1 else None
+
+    def finish(self):
+        g = self.grads.buffer
+        g += self.residual
+        self.wire.copy_(g)
+        torch.sub(g, self.wire.float(), out=self.residual)  # what rounding left out, sent next step
+        if self.op is not None:
+            self.comm.Allreduce(mpi().IN_PLACE, self.wire.view(torch.int16).numpy(), op=self.op)
+        torch.div(self.wire.float(), self.comm.size, out=g)
+
+    def close(self):
+        if self.op is not None:
+            self.op.Free()
+            self.op = None
+
+
+class TopkSync(GradientSync):
+    """Local to build. The fraction ``ratio`` of largest-magnitude entries, with error feedback."""
+
+    def __init__(self, grads, comm, ratio):
+        super().__init__(grads, comm)
+        n = grads.buffer.numel()
+        self.k = max(1, min(n, int(math.ceil(ratio * n))))
+        self.bytes_per_step = (comm.size - 1) * self.k * 8
+        self.residual = torch.zeros(n)
+
+    def finish(self):
+        g = self.grads.buffer
+        g += self.residual
+        index = torch.topk(g.abs(), self.k, sorted=False).indices
+        values = g[index]
+        self.residual.copy_(g)
+        self.residual[index] = 0.0  # sent now; everything else waits for a later step
+        sent = np.concatenate([index.to(torch.int32).numpy().view(np.float32), values.numpy()])
+        every = np.empty((self.comm.size, sent.shape[0]), dtype=np.float32)
+        if self.comm.size > 1:
+            self.comm.Allgather(sent, every)
+        else:
+            every[0] = sent
+        g.zero_()
+        all_index = torch.from_numpy(np.ascontiguousarray(every[:, :self.k]).view(np.int32).reshape(-1)).long()
+        g.index_add_(0, all_index, torch.from_numpy(np.ascontiguousarray(every[:, self.k:]).reshape(-1)))
+        g /= self.comm.size
+
+
+def build_sync(grads, comm, compress="none", overlap=False, bucket_mb=DEFAULT_BUCKET_MB) -> GradientSync:
+    """Local. The gradient reduction the flags ask for (``--grad-compress``, ``--overlap``)."""
+    kind, ratio = parse_compression(compress)
+    if overlap and kind != "none":
+        raise ValueError("--overlap reduces float32 buckets; it does not combine with compression")
+    if kind == "bf16":
+        return Bf16Sync(grads, comm)
+    if kind == "topk":
+        return TopkSync(grads, comm, ratio)
+    return OverlappedSync(grads, comm, bucket_mb) if overlap else GradientSync(grads, comm)
