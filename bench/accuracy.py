@@ -83,10 +83,11 @@ def prepare(name, spec, seed, ranks, again=False) -> str:
     return parts
 
 
-def one_run(name, spec, seed, ranks, reuse=False, precision="fp32"):
+def one_run(name, spec, seed, ranks, reuse=False, precision="fp32", compress="none"):
     """Partition with this seed's split, train on ``ranks`` ranks, return the final metrics record."""
     parts = parts_path(name, spec, seed, ranks)
-    metrics = parts + ("" if precision == "fp32" else "_" + precision) + ".jsonl"
+    metrics = (parts + ("" if precision == "fp32" else "_" + precision)
+               + ("" if compress == "none" else "_gc-" + compress.replace(":", "")) + ".jsonl")
     if reuse and os.path.exists(metrics):
         with open(metrics) as fh:
             records = [json.loads(line) for line in fh if line.strip()]
@@ -96,7 +97,8 @@ def one_run(name, spec, seed, ranks, reuse=False, precision="fp32"):
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     subprocess.run([mpiexec, "-n", str(ranks), sys.executable, "-m", "hpcgnn.train", "--data", parts,
                     *spec["train"], "--batch-size", "100000", "--eval-every", "1", "--seed", str(seed),
-                    "--metrics", metrics, "--no-progress", "--prefetch", "0", "--precision", precision],
+                    "--metrics", metrics, "--no-progress", "--prefetch", "0", "--precision", precision,
+                    "--grad-compress", compress],
                    check=True, capture_output=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
     with open(metrics) as fh:
         return [json.loads(line) for line in fh][-1]
@@ -123,6 +125,7 @@ def main():
     parser.add_argument("--ranks", default="1,2,4")
     parser.add_argument("--reuse", action="store_true", help="take finished runs from bench/work/accuracy")
     parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16"), help="hpcgnn train --precision")
+    parser.add_argument("--grad-compress", default="none", help="hpcgnn train --grad-compress (none, bf16, topk:R)")
     parser.add_argument("--json")
     parser.add_argument("--commands", action="store_true",
                         help="print each dataset's commands (seed 0, 2 ranks) for a user to paste, and exit")
@@ -130,7 +133,7 @@ def main():
     if args.commands:
         print("\n".join(recipe(name, RUNS[name]) for name in args.datasets.split(",")), end="")
         return
-    common.print_header(f"accuracy benchmark ({args.precision})")
+    common.print_header(f"accuracy benchmark ({args.precision}, gradient compression {args.grad_compress})")
     print("| dataset | model | ranks | test acc % (mean +- std) | selected on | seeds | published |\n"
           "|---|---|---|---|---|---|---|")
     rows = []
@@ -138,7 +141,8 @@ def main():
         spec = RUNS[name]
         seeds = args.seeds or spec["seeds"]
         for ranks in [int(r) for r in args.ranks.split(",")]:
-            finals = [one_run(name, spec, seed, ranks, args.reuse, args.precision) for seed in range(seeds)]
+            finals = [one_run(name, spec, seed, ranks, args.reuse, args.precision, args.grad_compress)
+                      for seed in range(seeds)]
             acc = 100 * np.array([f[SELECTED] for f in finals])
             rows.append({"dataset": name, "ranks": ranks, "select": spec["select"], "accuracies": acc.tolist()})
             print(f"| {name} | {spec['model']} | {ranks} | {acc.mean():.1f} +- {acc.std():.1f} | "

@@ -88,10 +88,11 @@ def du_bytes(path) -> int:
 GRAPHS = {"small": (100_000, 2_000_000, 64, 10), "medium": (1_000_000, 25_000_000, 100, 20)}
 
 
-def ensure_parts(graph, parts, tag):
-    """Partition (once) ``graph`` into ``parts`` METIS parts, symmetrized; return the directory."""
+def ensure_parts(graph, parts, tag, *flags):
+    """Partition (once) ``graph`` into ``parts`` METIS parts, symmetrized, with partition's extra
+    ``flags``; return the directory."""
     out = os.path.join(WORK, f"{tag}_{parts}")
     if not os.path.exists(os.path.join(out, "meta.json")):
-        subprocess.run(hpcgnn_cmd("partition", graph, "--parts", str(parts), "--symmetrize", "--out", out, "--force"),
-                       check=True, capture_output=True)
+        subprocess.run(hpcgnn_cmd("partition", graph, "--parts", str(parts), "--symmetrize", "--out", out, "--force",
+                                  *flags), check=True, capture_output=True)
     return out

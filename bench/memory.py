@@ -4,6 +4,7 @@ the same graph.
 
     python bench/memory.py            # hpcgnn with 1 and 2 ranks
     python bench/memory.py --dgl      # + DGL standalone (needs its virtualenv, see bench/partition.py)
+    python bench/memory.py --feat-dtypes float32,bfloat16   # features stored in 4 and 2 bytes
 
 Reported per process: peak RSS (VmHWM), RSS and PSS (proportional set size: a page shared by
 k processes counts 1/k, so PSS adds up to the machine's real use when ranks share memory).
@@ -55,23 +56,28 @@ def main():
     parser.add_argument("--worker")
     parser.add_argument("--ranks", default="1,2")
     parser.add_argument("--dgl", action="store_true")
+    parser.add_argument("--feat-dtypes", default="float32", help="partition --feat-dtype of each row set")
     args = parser.parse_args()
     if args.worker:
         return worker(args.worker)
     common.print_header("DistGraph memory benchmark")
     graph = common.ensure_graph(1_000_000, 25_000_000, 100, 20)
-    print("| system | processes | per process: peak RSS MiB | RSS MiB | PSS MiB |\n|---|---|---|---|---|")
+    print("| system | features | processes | per process: peak RSS MiB | RSS MiB | PSS MiB |\n"
+          "|---|---|---|---|---|---|")
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     for ranks in [int(r) for r in args.ranks.split(",")]:
-        path = common.ensure_parts(graph, ranks, "mem_parts")
-        for route in ("shm", "rma"):
-            _, _, out = common.timed([mpiexec, "-n", str(ranks), sys.executable, os.path.abspath(__file__),
-                                      "--worker", path], env={"HPCGNN_FORCE_RMA": "1" if route == "rma" else "0"})
-            mem = [r["MiB"] for r in result_of(out)]
-            cells = [" / ".join(f"{m[key]:.0f}" for m in mem) for key in ("VmHWM", "VmRSS", "Pss")]
-            print(f"| hpcgnn DistGraph ({route}) | {ranks} rank(s) | " + " | ".join(cells) + " |", flush=True)
-            if ranks == 1:
-                break
+        for feat_dtype in args.feat_dtypes.split(","):
+            tag = "mem_parts" if feat_dtype == "float32" else f"mem_parts_{feat_dtype}"
+            path = common.ensure_parts(graph, ranks, tag, "--feat-dtype", feat_dtype)
+            for route in ("shm", "rma"):
+                _, _, out = common.timed([mpiexec, "-n", str(ranks), sys.executable, os.path.abspath(__file__),
+                                          "--worker", path], env={"HPCGNN_FORCE_RMA": "1" if route == "rma" else "0"})
+                mem = [r["MiB"] for r in result_of(out)]
+                cells = [" / ".join(f"{m[key]:.0f}" for m in mem) for key in ("VmHWM", "VmRSS", "Pss")]
+                print(f"| hpcgnn DistGraph ({route}) | {feat_dtype} | {ranks} rank(s) | " + " | ".join(cells) + " |",
+                      flush=True)
+                if ranks == 1:
+                    break
     if args.dgl:
         python = common.dgl_python()
         if python is None:
@@ -80,7 +86,7 @@ def main():
         _, _, out = common.timed([python, os.path.join(common.ROOT, "bench", "dgl_standalone_memory.py"),
                                   "--part-config", config, "--name", "g"])
         mem = result_of(out)["MiB"]
-        print(f"| DGL 2.1 DistGraph, standalone | 1 process | {mem['VmHWM']:.0f} | {mem['VmRSS']:.0f} "
+        print(f"| DGL 2.1 DistGraph, standalone | float32 | 1 process | {mem['VmHWM']:.0f} | {mem['VmRSS']:.0f} "
               f"| {mem['Pss']:.0f} |", flush=True)
 
 

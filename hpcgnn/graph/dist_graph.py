@@ -140,10 +140,10 @@ class DistGraph(CollectiveResource):
             read("indices", self._indices_win.local)
             self.orig_id = np.empty(n_local, dtype=np.int64)
             read("orig_id", self.orig_id)
-            self.ndata = {name: self._field(read, name, (self.num_nodes, *spec["shape"]), spec["dtype"], self.book)
+            self.ndata = {name: self._field(read, name, (self.num_nodes, *spec["shape"]), spec, self.book)
                           for name, spec in self.meta["node_fields"].items()}
             self.edata = {name: self._field(read, ondisk.EDGE_PREFIX + name, (self.num_edges, *spec["shape"]),
-                                            spec["dtype"], self.edge_book)
+                                            spec, self.edge_book)
                           for name, spec in self.meta.get("edge_fields", {}).items()}
             self.link_meta = self.meta.get("link")
             self.link = self._read_links(read)
@@ -178,9 +178,9 @@ class DistGraph(CollectiveResource):
         self._indptr_win.read(np.repeat(owners, 2), np.stack([lids, lids + 1], axis=1).reshape(-1), both)
         return gids, both[0::2].copy(), both[1::2] - both[0::2]
 
-    def _field(self, read, key, shape, dtype, book):
-        return DistTensor(shape, np.dtype(dtype), name=key, comm=self.comm, book=book,
-                          local_data=lambda out: read(key, out))
+    def _field(self, read, key, shape, spec, book):
+        return DistTensor(shape, np.dtype(spec["dtype"]), name=key, comm=self.comm, book=book,
+                          local_data=lambda out: read(key, out), encoding=spec.get("encoding"))
 
     # ------------------------------------------------------------ local view
     @property

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from hpcgnn.loading.cache import off_node
+from hpcgnn.store import float_rows
 
 
 class FieldFetch:
@@ -44,7 +45,7 @@ class FieldFetch:
     def __call__(self, batch):
         """Local. Fill ``batch.feat`` and ``batch.label``; returns the batch."""
         if self.feature is not None:
-            batch.feat = torch.from_numpy(self._features(batch.input_gids))
+            batch.feat = float_rows(self._features(batch.input_gids), self.feature.encoding)
         if self.label is not None:
             batch.label = torch.from_numpy(self.label.gather(batch.seed_gids))
         return batch

@@ -56,6 +56,7 @@ import os
 import h5py
 import numpy as np
 
+from hpcgnn.prep.feat_dtype import ENCODINGS
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.files import atomic_path
 
@@ -309,6 +310,10 @@ def _check_fields(path, fields, key, prefix):
                              spec["dtype"])
         if not all(_is_int(x) and x >= 0 for x in spec["shape"]):
             raise InputError(path, "shape must be a list of non-negative integers", where + ".shape", spec["shape"])
+        encoding = spec.get("encoding")
+        if encoding is not None and (encoding not in ENCODINGS or np.dtype(spec["dtype"]) != ENCODINGS[encoding]):
+            known = ", ".join(f"{name} (dtype {dtype})" for name, dtype in ENCODINGS.items())
+            raise InputError(path, f"encoding must be one of {known}", where + ".encoding", encoding)
 
 
 def resolve_part_file(directory, name, meta_path, field) -> str:

@@ -66,10 +66,16 @@ class DistTensor(CollectiveResource):
     local_data : callable or array, optional
         This rank's rows, written into the shard instead of ``init``; a callable
         ``local_data(out)`` fills the shard in place (e.g. an HDF5 ``read_direct``).
+    encoding : str, optional
+        What the stored values mean when ``dtype`` alone does not say: ``"bfloat16"`` for uint16
+        bit patterns of bfloat16 values (:mod:`hpcgnn.prep.feat_dtype`); :func:`float_rows`
+        decodes gathered rows.
     """
 
-    def __init__(self, shape, dtype=np.float32, name=None, init=None, comm=None, book=None, local_data=None):
+    def __init__(self, shape, dtype=np.float32, name=None, init=None, comm=None, book=None, local_data=None,
+                 encoding=None):
         self.comm = comm if comm is not None else world()
+        self.encoding = encoding
         self.shape = tuple(int(x) for x in shape)
         self.dtype = np.dtype(_torch_to_numpy(dtype))
         self.name = name or "tensor"
@@ -189,3 +195,13 @@ def _torch_to_numpy(dtype):
     if isinstance(dtype, torch.dtype):
         return torch.empty(0, dtype=dtype).numpy().dtype
     return dtype
+
+
+def float_rows(rows, encoding=None) -> torch.Tensor:
+    """Local. Gathered rows of a float field as a float32 tensor, decoding ``encoding``
+    (``"bfloat16"`` bit patterns) and widening float16; float32 rows are shared, not copied."""
+    if encoding == "bfloat16":
+        return torch.from_numpy(np.ascontiguousarray(rows).view(np.int16)).view(torch.bfloat16).float()
+    if encoding is not None:
+        raise ValueError(f"unknown field encoding {encoding!r}")
+    return torch.from_numpy(np.asarray(rows, dtype=np.float32))

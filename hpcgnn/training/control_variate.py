@@ -22,7 +22,7 @@ from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.resources import CollectiveResource
 from hpcgnn.runtime.watchdog import beat, waiting_in
 from hpcgnn.sampling import NeighborSampler
-from hpcgnn.store import DistTensor
+from hpcgnn.store import DistTensor, float_rows
 from hpcgnn.store.embedding import check_shard_layout, load_arrays, save_arrays
 
 #: owned nodes per batch of the start-up pass over the features
@@ -40,7 +40,7 @@ def input_means(graph, feature="feat", batch_size=INPUT_MEAN_BATCH) -> DistTenso
         for lo in range(0, local_ids.shape[0], batch_size):
             beat(f"neighbour means of the features, batch {lo // batch_size + 1}")
             batch = sampler.sample(graph, local_ids[lo:lo + batch_size])
-            rows = torch.from_numpy(feat.gather(batch.input_gids).astype(np.float32, copy=False))
+            rows = float_rows(feat.gather(batch.input_gids), feat.encoding)
             out[lo:lo + batch.seed_gids.shape[0]] = BlockTensors(batch.blocks[0]).mean_neighbours(rows).numpy()
 
     waiting_in("the start-up pass over the features (VR-GCN's neighbour means)")

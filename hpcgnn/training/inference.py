@@ -18,7 +18,7 @@ from hpcgnn.runtime.rng import derive_seed
 from hpcgnn.runtime.watchdog import beat, waiting_in
 from hpcgnn.sampling import NeighborSampler
 from hpcgnn.sampling.randomwalk import RandomWalkSampler
-from hpcgnn.store import DistTensor
+from hpcgnn.store import DistTensor, float_rows
 from hpcgnn.training.metrics import split_metrics, task_of
 
 
@@ -36,7 +36,7 @@ def input_rows(graph, embedding=None, feature="feat"):
     table = graph.ndata.get(feature)
 
     def rows(gids):
-        x = torch.from_numpy(table.gather(gids)).to(torch.float32) if table is not None else None
+        x = float_rows(table.gather(gids), table.encoding) if table is not None else None
         return model_inputs(x, embedding, gids)
 
     return rows

@@ -29,7 +29,7 @@ from hpcgnn.sampling.layer import LayerSampler
 from hpcgnn.sampling.randomwalk import RandomWalkSampler
 from hpcgnn.sampling.saint import SaintSampler
 from hpcgnn.sampling.vr import ControlVariateSampler
-from hpcgnn.store import DistEmbedding, SparseAdam
+from hpcgnn.store import DistEmbedding, SparseAdam, float_rows
 from hpcgnn.training.control_variate import ControlVariate
 from hpcgnn.training.gradsync import FlatGradients, GradientSync, build_sync
 from hpcgnn.training.link_task import LinkLoss, build_link_loader, link_dataset_sizes, require_edge_sets
@@ -84,11 +84,12 @@ def check_finite(graph, field, comm):
     copy of a whole shard would cost a quarter of its memory), at start-up.
     """
     error = None
-    if field in graph.ndata and np.issubdtype(graph.ndata[field].dtype, np.floating):
-        local = graph.ndata[field].local
+    tensor = graph.ndata.get(field)
+    if tensor is not None and (np.issubdtype(tensor.dtype, np.floating) or tensor.encoding is not None):
+        local = tensor.local
         start = graph.local_nodes[0]
         for lo in range(0, local.shape[0], FINITE_CHECK_ROWS):
-            chunk = local[lo:lo + FINITE_CHECK_ROWS]
+            chunk = float_rows(local[lo:lo + FINITE_CHECK_ROWS], tensor.encoding).numpy()
             chunk = chunk.reshape(chunk.shape[0], -1)
             bad = np.flatnonzero(~np.isfinite(chunk).all(axis=1))
             if bad.size:
