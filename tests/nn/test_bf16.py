@@ -158,3 +158,56 @@ def test_spmm_threads_split_rows_without_changing_a_bit(dtype):
         _spmm.spmm(matrix.indptr, matrix.col, matrix.weight, h, out, 16, True, threads)
         outs.append(out)
     assert all(np.array_equal(outs[0], other) for other in outs[1:])
+
+
+def even_dataset(comm, shared_tmp, parts):
+    """Collective over comm. A clustered graph dealt out in contiguous blocks of ids (the same
+    node and edge ids at any part count) with the same training-node count in every block."""
+    import os
+
+    from hpcgnn.prep import partition
+    from hpcgnn.testing.graphs import clustered_graph
+
+    path = os.path.join(shared_tmp, f"even{parts}")
+    if comm.rank == 0 and not os.path.exists(path):
+        graph = clustered_graph(num_nodes=400, avg_degree=8, p_inside=0.9)
+        kind = np.arange(400) % 4
+        graph.ndata.update(train_mask=kind == 0, val_mask=kind == 1, test_mask=kind >= 2)
+        original = partition.assign_parts
+        partition.assign_parts = lambda g, csc, p, *a, **k: (np.arange(g.num_nodes) * p // g.num_nodes,
+                                                             {"method": "contiguous"})
+        try:
+            partition.partition_graph(graph, path, parts, "random")
+        finally:
+            partition.assign_parts = original
+    comm.barrier()
+    return path
+
+
+@pytest.mark.mpi(sizes=(2, 4))
+@pytest.mark.parametrize("precision, rtol", [("fp32", 1e-5), ("bf16", 2e-2)])
+def test_training_on_n_ranks_equals_one_rank(nranks, comm, shared_tmp, precision, rtol):
+    """Full neighbourhoods, one full batch a step, the same training-node count on every rank: the
+    mean of the ranks' gradients is the one-process gradient, so N ranks train the one-process
+    model (bf16: within its rounding, as sums run in another order)."""
+    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.loop import run
+
+    def train(path, group):
+        model, history = run(parse_args(["--data", path, "--precision", precision, "--fanouts", "all,all",
+                                         "--batch-size", "100000", "--dropout", "0", "--hidden", "16",
+                                         "--epochs", "4", "--lr", "0.01", "--weight-decay", "0.05", "--eval-every", "0", "--no-progress",
+                                         "--prefetch", "0"]), group)
+        return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy(), [h["loss"] for h in history]
+
+    # weight decay: Adam alone is nearly blind to the gradient's scale, which the mean must get right
+    params, losses = train(even_dataset(comm, shared_tmp, nranks), comm)
+    single = even_dataset(comm, shared_tmp, 1)
+    alone = comm.Split(0 if comm.rank == 0 else 1, 0)
+    reference = train(single, alone) if comm.rank == 0 else None
+    alone.Free()
+    ref_params, ref_losses = comm.bcast(reference, root=0)
+    assert np.allclose(losses, ref_losses, rtol=rtol)
+    scale = np.abs(ref_params).max()
+    assert np.abs(params - ref_params).max() <= rtol * scale
+    assert losses[-1] < losses[0]
