@@ -7,6 +7,10 @@ side by side with single-process DGL 2.1 (the anchor's train_single.py) in the s
     python bench/train.py --graphs small,medium --epochs 5 --dgl
     python bench/train.py --distdgl --ranks 2          # also real multi-process DistDGL 2.1 (root)
     python bench/train.py --graphs medium --ranks 2 --routes shm --precisions fp32,bf16   # bf16 beside fp32
+    python bench/train.py --graphs medium --ranks 2,4 --routes shm --variants plain,overlap,grad-bf16,feat-bf16
+
+``--variants`` runs each named set of flags (VARIANTS) beside the plain run: the overlapped
+Allreduce, gradient compression, features stored as bfloat16 (its own partition).
 
 ``--distdgl`` runs the anchor's run_dist.sh from a writable copy under bench/work/anchor:
 per partition one DGL server and one trainer, each pair in its own network and mount
@@ -26,15 +30,19 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
 GRAPHS = common.GRAPHS
+#: name: (hpcgnn train flags, hpcgnn partition flags)
+VARIANTS = {"plain": ([], []), "overlap": (["--overlap"], []), "grad-bf16": (["--grad-compress", "bf16"], []),
+            "grad-topk": (["--grad-compress", "topk:0.01"], []), "feat-bf16": ([], ["--feat-dtype", "bfloat16"])}
 MODEL = ["--model", "sage", "--hidden", "256", "--fanouts", "10,25", "--batch-size", "1000", "--lr", "0.003",
          "--dropout", "0.5", "--eval-every", "0", "--no-progress"]
 
 
-def ours(parts, ranks, epochs, route, precision="fp32"):
-    metrics = os.path.join(common.WORK, f"train_{os.path.basename(parts)}_{ranks}_{route}_{precision}.jsonl")
+def ours(parts, ranks, epochs, route, precision="fp32", variant="plain"):
+    metrics = os.path.join(common.WORK, f"train_{os.path.basename(parts)}_{ranks}_{route}_{precision}_{variant}.jsonl")
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     wall, _, _ = common.timed([mpiexec, "-n", str(ranks), sys.executable, "-m", "hpcgnn.train", "--data", parts,
-                               "--epochs", str(epochs), "--metrics", metrics, "--precision", precision, *MODEL],
+                               "--epochs", str(epochs), "--metrics", metrics, "--precision", precision, *MODEL,
+                               *VARIANTS[variant][0]],
                               env={"HPCGNN_FORCE_RMA": "1" if route == "rma" else "0"})
     with open(metrics) as fh:
         records = [json.loads(line) for line in fh]
@@ -42,6 +50,7 @@ def ours(parts, ranks, epochs, route, precision="fp32"):
     later = epochs_[1:] or epochs_
     phases = {k: float(np.median([r["phases_s"][k][1] for r in later])) for k in later[0]["phases_s"]}
     return {"epoch_s": float(np.median([r["epoch_time_s"] for r in later])), "phases_max_s": phases,
+            "grad_bytes_per_step": later[0].get("grad_bytes_per_step"),
             "test_acc": records[-1]["test_acc"], "peak_rss_MiB": records[-1]["peak_rss_MiB"], "wall_s": wall}
 
 
@@ -100,39 +109,45 @@ def main():
     parser.add_argument("--distdgl", action="store_true", help="also DistDGL 2.1 at every rank count above 1 (root)")
     parser.add_argument("--routes", default="shm,rma", help="hpcgnn's routes at more than one rank")
     parser.add_argument("--precisions", default="fp32", help="hpcgnn's --precision values, side by side")
+    parser.add_argument("--variants", default="plain", help=f"hpcgnn flag sets, side by side: {', '.join(VARIANTS)}")
     args = parser.parse_args()
     common.print_header("training benchmark: GraphSAGE 2x256, fanouts 10,25, batch 1000/rank")
     python = common.dgl_python() if args.dgl or args.distdgl else None
     if (args.dgl or args.distdgl) and python is None:
         sys.exit("DGL virtualenv not found: build it with ../shared/anchor_dgl/setup.sh or set DGLENV")
-    print("| graph | system | ranks | route | precision | median epoch s (2..N) "
-          "| sample/gather/compute/allreduce/wait s (max over ranks) | test acc | peak RSS MiB per rank |\n"
-          "|---|---|---|---|---|---|---|---|---|")
+    print("| graph | system | ranks | route | precision | variant | median epoch s (2..N) "
+          "| sample/gather/compute/allreduce/wait s (max over ranks) | gradient KiB sent/step/rank | test acc "
+          "| peak RSS MiB per rank |\n|---|---|---|---|---|---|---|---|---|---|---|")
     for tag in args.graphs.split(","):
         graph = common.ensure_graph(*GRAPHS[tag])
         if args.dgl:
             r = dgl_single(python, graph, args.epochs)
             b = r["breakdown"]
-            print(f"| {tag} | DGL 2.1 single process | 1 | - | fp32 | {r['epoch_s']:.2f} "
+            print(f"| {tag} | DGL 2.1 single process | 1 | - | fp32 | - | {r['epoch_s']:.2f} "
                   f"| sample {b['sample']:.2f}, fetch {b['fetch']:.2f}, fwd+bwd {b['forward'] + b['backward']:.2f} "
-                  f"| {r['test_acc']:.4f} | {r['peak_rss_MiB'][0]:.0f} |", flush=True)
+                  f"| - | {r['test_acc']:.4f} | {r['peak_rss_MiB'][0]:.0f} |", flush=True)
         for ranks in [int(x) for x in args.ranks.split(",")]:
             if args.distdgl and ranks > 1:
                 r = dist_dgl(python, graph, tag, ranks, args.epochs)
                 b = r["breakdown"]
-                print(f"| {tag} | DistDGL 2.1 | {ranks} | servers+RPC | fp32 | {r['epoch_s']:.2f} "
+                print(f"| {tag} | DistDGL 2.1 | {ranks} | servers+RPC | fp32 | - | {r['epoch_s']:.2f} "
                       f"| sample {b['sample']:.2f}, fetch {b['fetch']:.2f}, "
-                      f"fwd+bwd {b['forward'] + b['backward']:.2f} (rank 0) | {r['test_acc']:.4f} | {r['rss']} |",
+                      f"fwd+bwd {b['forward'] + b['backward']:.2f} (rank 0) | - | {r['test_acc']:.4f} | {r['rss']} |",
                       flush=True)
-            parts = common.ensure_parts(graph, ranks, f"train_{tag}")
             for route in (args.routes.split(",") if ranks > 1 else ("shm",)):
                 for precision in args.precisions.split(","):
-                    r = ours(parts, ranks, args.epochs, route, precision)
-                    phases = ("sample", "gather", "compute", "allreduce", "wait")
-                    ph = "/".join(f"{r['phases_max_s'][k]:.2f}" for k in phases)
-                    rss = " / ".join(f"{x:.0f}" for x in r["peak_rss_MiB"])
-                    print(f"| {tag} | hpcgnn | {ranks} | {route} | {precision} | {r['epoch_s']:.2f} | {ph} "
-                          f"| {r['test_acc']:.4f} | {rss} |", flush=True)
+                    for variant in args.variants.split(","):
+                        partition_flags = VARIANTS[variant][1]
+                        parts = common.ensure_parts(graph, ranks, f"train_{tag}" + ("_featbf16" if partition_flags
+                                                                                    else ""), *partition_flags)
+                        r = ours(parts, ranks, args.epochs, route, precision, variant)
+                        phases = ("sample", "gather", "compute", "allreduce", "wait")
+                        ph = "/".join(f"{r['phases_max_s'][k]:.2f}" for k in phases)
+                        rss = " / ".join(f"{x:.0f}" for x in r["peak_rss_MiB"])
+                        sent = r["grad_bytes_per_step"]
+                        print(f"| {tag} | hpcgnn | {ranks} | {route} | {precision} | {variant} | {r['epoch_s']:.2f} "
+                              f"| {ph} | {'-' if sent is None else f'{sent / 1024:.0f}'} | {r['test_acc']:.4f} "
+                              f"| {rss} |", flush=True)
 
 
 if __name__ == "__main__":

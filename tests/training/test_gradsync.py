@@ -57,12 +57,13 @@ def total(comm, tensor):
 
 
 @pytest.mark.mpi(sizes=(1, 2, 4))
-@pytest.mark.parametrize("bucket_mb", [0.0005, 100.0])
-def test_overlapped_buckets_give_the_blocking_mean(nranks, comm, bucket_mb):
+def test_overlapped_buckets_give_the_blocking_mean(nranks, comm):
     blocking, mine, _ = reduced(comm, 3)
-    overlapped, _, _ = reduced(comm, 3, overlap=True, bucket_mb=bucket_mb)
+    for bucket_mb in (0.0005, 100.0):  # several buckets, one
+        overlapped, _, _ = reduced(comm, 3, overlap=True, bucket_mb=bucket_mb)
+        for step in range(3):
+            assert np.allclose(overlapped[step].numpy(), blocking[step].numpy(), rtol=1e-6, atol=1e-7)
     for step in range(3):
-        assert np.allclose(overlapped[step].numpy(), blocking[step].numpy(), rtol=1e-6, atol=1e-7)
         assert np.allclose(blocking[step].double().numpy(), total(comm, mine[step]) / nranks, rtol=1e-5, atol=1e-7)
 
 
@@ -89,7 +90,7 @@ def test_overlap_starts_buckets_during_backward_and_in_bucket_order(nranks, comm
     sync.close()
 
 
-@pytest.mark.mpi(sizes=(1, 2, 4))
+@pytest.mark.mpi(sizes=(1, 4))
 @pytest.mark.parametrize("compress", ["bf16", "topk:0.05"])
 def test_error_feedback_loses_nothing_over_the_steps(nranks, comm, compress):
     steps = 6
@@ -103,7 +104,7 @@ def test_error_feedback_loses_nothing_over_the_steps(nranks, comm, compress):
     assert np.abs(residual.numpy()).max() > 0  # something really was held back
 
 
-@pytest.mark.mpi(sizes=(1, 2))
+@pytest.mark.mpi(sizes=(2,))
 def test_topk_sends_k_entries_per_rank_and_all_of_them_at_ratio_one(nranks, comm):
     out, mine, _ = reduced(comm, 1, compress="topk:0.05")
     n = mine[0].numel()
@@ -114,7 +115,7 @@ def test_topk_sends_k_entries_per_rank_and_all_of_them_at_ratio_one(nranks, comm
     assert not residual.any()
 
 
-@pytest.mark.mpi(sizes=(2, 4))
+@pytest.mark.mpi(sizes=(4,))
 def test_bf16_reduction_is_the_mean_within_bf16_rounding(nranks, comm):
     out, mine, _ = reduced(comm, 1, compress="bf16")
     exact = total(comm, mine[0]) / nranks
