@@ -170,7 +170,8 @@ def describe(meta: dict) -> str:
     cut = _fmt(p.get("edge_cut_fraction"), ".2%")
     lines = [f"{meta.get('graph_name', '?')}: {meta['num_nodes']:,} nodes, {meta['num_edges']:,} edges, "
              f"{meta['num_parts']} parts ({p.get('method', '?')}), edge cut {cut}",
-             "fields: " + ", ".join(f"{k} {v['dtype']}{v['shape']}" for k, v in meta["node_fields"].items())
+             "fields: " + ", ".join(f"{k} {v.get('encoding') or v['dtype']}{v['shape']}"  # bfloat16, not uint16
+                                    for k, v in meta["node_fields"].items())
              + "".join(f", edge_{k} {v['dtype']}{v['shape']}" for k, v in meta.get("edge_fields", {}).items()),
              f"{'part':>5} {'nodes':>12} {'edges':>13} {'halo':>11} {'cut in-edges':>13} "
              f"{'train':>10} {'val':>9} {'test':>9} {'MiB':>9}"]
