@@ -185,7 +185,7 @@ def even_dataset(comm, shared_tmp, parts):
 
 
 @pytest.mark.mpi(sizes=(4,))
-@pytest.mark.parametrize("precision, rtol", [("fp32", 1e-5), ("bf16", 2e-2)])
+@pytest.mark.parametrize("precision, rtol", [("bf16", 2e-2)])  # fp32: test_train's one-batch test
 def test_training_on_n_ranks_equals_one_rank(nranks, comm, shared_tmp, precision, rtol):
     """Full neighbourhoods, one full batch a step, the same training-node count on every rank: the
     mean of the ranks' gradients is the one-process gradient, so N ranks train the one-process

@@ -38,7 +38,7 @@ def partitioned(comm, shared_tmp, nranks, feat_dtype):
     return path, graph
 
 
-@pytest.mark.mpi(sizes=(2, 4))
+@pytest.mark.mpi(sizes=(4,))
 @pytest.mark.parametrize("feat_dtype, route", [("bfloat16", "shm"), ("bfloat16", "rma"), ("float16", "rma")])
 def test_two_byte_features_read_back_as_their_rounded_values(nranks, comm, shared_tmp, feat_dtype, route,
                                                              monkeypatch):

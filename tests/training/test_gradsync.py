@@ -90,7 +90,7 @@ def test_overlap_starts_buckets_during_backward_and_in_bucket_order(nranks, comm
     sync.close()
 
 
-@pytest.mark.mpi(sizes=(1, 4))
+@pytest.mark.mpi(sizes=(4,))
 @pytest.mark.parametrize("compress", ["bf16", "topk:0.05"])
 def test_error_feedback_loses_nothing_over_the_steps(nranks, comm, compress):
     steps = 6
