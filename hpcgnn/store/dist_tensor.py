@@ -137,8 +137,10 @@ class DistTensor(CollectiveResource):
         return self.window.read(owners, gids - self.book.starts[owners], out)
 
     def __getitem__(self, gids):
-        """Local. Rows ``gids`` as a torch tensor (ids may be a tensor, array or list)."""
-        return torch.from_numpy(self.gather(gids))
+        """Local. Rows ``gids`` as a torch tensor (ids may be a tensor, array or list); an encoded
+        field's rows decoded (bfloat16 bit patterns as float32 values)."""
+        rows = self.gather(gids)
+        return torch.from_numpy(rows) if self.encoding is None else float_rows(rows, self.encoding)
 
     def __setitem__(self, gids, values):
         """Local. Write rows ``gids``; every rank sees them after the next :meth:`barrier`."""

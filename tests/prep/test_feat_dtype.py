@@ -62,6 +62,7 @@ def test_two_byte_features_read_back_as_their_rounded_values(nranks, comm, share
         assert decoded.dtype == torch.float32
         orig = _orig(path)
         assert np.array_equal(decoded.numpy(), rounded[orig[gids]])
+        assert np.array_equal(feat[gids].numpy(), decoded.numpy())  # indexing decodes too
         assert not np.array_equal(decoded.numpy(), graph.ndata["feat"][orig[gids]])  # really rounded
         batch = FieldFetch(g)(NeighborSampler([3]).sample(g, np.arange(*g.local_nodes)[:20], seed=1))
         assert batch.feat.dtype == torch.float32
