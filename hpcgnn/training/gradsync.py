@@ -79,6 +79,7 @@ class GradientSync:
     def __init__(self, grads, comm):
         self.grads, self.comm = grads, comm
         self.bytes_per_step = allreduce_bytes(grads.buffer.numel(), 4, comm.size)
+        self.residual = None  # the compressions' error feedback: what was not sent yet
 
     def arm(self, last):
         """Local. Called before backward; ``last``: this backward ends an optimizer step (the
@@ -90,17 +91,15 @@ class GradientSync:
 
     def state(self):
         """Local. What a checkpoint keeps of this rank's scheme: the error-feedback residual, or None."""
-        residual = getattr(self, "residual", None)
-        return None if residual is None else residual.clone()
+        return None if self.residual is None else self.residual.clone()
 
     def load_state(self, state):
         """Local. Restore :meth:`state` (None: nothing held, or a checkpoint of another scheme)."""
-        residual = getattr(self, "residual", None)
-        if residual is not None:
+        if self.residual is not None:
             if state is None:
-                residual.zero_()
+                self.residual.zero_()
             else:
-                residual.copy_(torch.as_tensor(state, dtype=torch.float32).reshape(residual.shape))
+                self.residual.copy_(torch.as_tensor(state, dtype=torch.float32).reshape(self.residual.shape))
 
     def close(self):
         """Local. Release what the scheme holds (MPI operations, hooks)."""
