@@ -104,7 +104,7 @@ class Graph:
             check_sparse_ids(where, self.num_nodes, 2 * self.num_edges, field, value)
         for name, arr in self.ndata.items():
             _check_rows(where, name, arr, self.num_nodes, "num_nodes")
-            _check_node_field(where, name, arr)
+            check_node_field(where, name, arr)
         self._check_masks_and_labels()
         for name, arr in self.edata.items():
             _check_rows(where, f"edge_{name}", arr, self.num_edges, "num_edges")
@@ -131,30 +131,7 @@ class Graph:
         return self
 
     def _check_masks_and_labels(self):
-        where = self.source
-        masks = [(name, self.ndata[name]) for name in MASKS if name in self.ndata]
-        for i, (first, a) in enumerate(masks):
-            for second, b in masks[i + 1:]:
-                both = np.flatnonzero(a & b)
-                if both.size:
-                    raise InputError(where, f"{first} and {second} overlap: {both.size:,} node(s) in both, "
-                                     f"e.g. node {int(both[0])}", second, int(both[0]))
-        label = self.ndata.get("label")
-        if label is None or label.size == 0:
-            return
-        lowest = int(label.min())
-        if lowest < UNLABELLED:
-            raise InputError(where, f"labels must be >= 0, or {UNLABELLED} for an unlabelled node", "label", lowest)
-        if label.ndim == 2 and int(label.max()) > 1:
-            raise InputError(where, f"multi-label labels [num_nodes, C] must be 0 or 1 (or {UNLABELLED} for an "
-                             "unlabelled node)", "label", int(label.max()))
-        if lowest == UNLABELLED:
-            unlabelled = label < 0 if label.ndim == 1 else (label < 0).any(axis=1)
-            for name, mask in masks:
-                bad = np.flatnonzero(mask & unlabelled)
-                if bad.size:
-                    raise InputError(where, f"node {int(bad[0])} is in {name} but has label {UNLABELLED} "
-                                     f"(unlabelled; {bad.size:,} such node(s))", "label", int(bad[0]))
+        check_masks_and_labels(self.source, self.ndata)
 
     def summary(self) -> str:
         """Local. One line: name, nodes, edges and fields."""
@@ -163,6 +140,35 @@ class Graph:
         return (f"{self.name}: {self.num_nodes:,} nodes, {self.num_edges:,} edges"
                 + (f"; node fields: {fields}" if fields else "")
                 + (f"; edge fields: {efields}" if efields else ""))
+
+
+def check_masks_and_labels(where, ndata, first=0):
+    """Local. Refuse overlapping masks, labels below UNLABELLED (or a multi-label value above 1)
+    and an unlabelled node inside a mask; ``first`` is the global id of row 0 (a block of a
+    spread graph), so the error names the node as the input does."""
+    masks = [(name, ndata[name]) for name in MASKS if name in ndata]
+    for i, (first, a) in enumerate(masks):
+        for second, b in masks[i + 1:]:
+            both = np.flatnonzero(a & b)
+            if both.size:
+                raise InputError(where, f"{first} and {second} overlap: {both.size:,} node(s) in both, "
+                                 f"e.g. node {first + int(both[0])}", second, first + int(both[0]))
+    label = ndata.get("label")
+    if label is None or label.size == 0:
+        return
+    lowest = int(label.min())
+    if lowest < UNLABELLED:
+        raise InputError(where, f"labels must be >= 0, or {UNLABELLED} for an unlabelled node", "label", lowest)
+    if label.ndim == 2 and int(label.max()) > 1:
+        raise InputError(where, f"multi-label labels [num_nodes, C] must be 0 or 1 (or {UNLABELLED} for an "
+                         "unlabelled node)", "label", int(label.max()))
+    if lowest == UNLABELLED:
+        unlabelled = label < 0 if label.ndim == 1 else (label < 0).any(axis=1)
+        for name, mask in masks:
+            bad = np.flatnonzero(mask & unlabelled)
+            if bad.size:
+                raise InputError(where, f"node {first + int(bad[0])} is in {name} but has label {UNLABELLED} "
+                                 f"(unlabelled; {bad.size:,} such node(s))", "label", first + int(bad[0]))
 
 
 def _shape_of(arr):
@@ -273,7 +279,9 @@ def check_memory(where, num_nodes, num_edges, field, value):
                          f"if the ids are sparse, {RELABEL_HINT}", field, value)
 
 
-def _check_node_field(where, name, arr):
+def check_node_field(where, name, arr):
+    """Local. Refuse a node field of the wrong kind: masks boolean 1-D, labels integer 1-D or 2-D,
+    ``feat`` 2-D, floating values finite (InputError naming the field)."""
     ndim = len(getattr(arr, "shape", ()))
     if name in MASKS:
         if getattr(arr, "dtype", None) != np.bool_:

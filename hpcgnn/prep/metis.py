@@ -29,7 +29,7 @@ def _library():
     return lib
 
 
-def part_graph_kway(xadj, adjncy, num_parts, vertex_weights=None, seed=0):
+def part_graph_kway(xadj, adjncy, num_parts, vertex_weights=None, seed=0, edge_weights=None):
     """Local. k-way METIS partition of an undirected graph with several balance constraints.
 
     Parameters
@@ -43,6 +43,8 @@ def part_graph_kway(xadj, adjncy, num_parts, vertex_weights=None, seed=0):
         3% tolerance of the mean as far as it can.
     seed : int
         METIS's random seed; the same seed and input give the same partition.
+    edge_weights : ndarray of int64, shape (len(adjncy),), optional
+        Weight of every adjacency entry (the cut METIS minimises is their sum); default 1 each.
 
     Returns
     -------
@@ -62,6 +64,8 @@ def part_graph_kway(xadj, adjncy, num_parts, vertex_weights=None, seed=0):
     if vwgt.shape[1] == 0:
         vwgt = np.ones((n, 1), dtype=np.int64)
     vwgt = np.ascontiguousarray(vwgt)  # column selection may return Fortran order
+    adjwgt = None if edge_weights is None else np.ascontiguousarray(edge_weights, dtype=np.int64)
+    adjwgt_pointer = None if adjwgt is None else adjwgt.ctypes.data
     nvtxs = ctypes.c_int64(n)
     ncon = ctypes.c_int64(vwgt.shape[1])
     nparts = ctypes.c_int64(num_parts)
@@ -75,7 +79,7 @@ def part_graph_kway(xadj, adjncy, num_parts, vertex_weights=None, seed=0):
     options[_OPTION_SEED] = seed
     status = lib.METIS_PartGraphKway(
         ctypes.addressof(nvtxs), ctypes.addressof(ncon), xadj.ctypes.data, adjncy.ctypes.data,
-        vwgt.ctypes.data, None, None, ctypes.addressof(nparts), None, None, options.ctypes.data,
+        vwgt.ctypes.data, None, adjwgt_pointer, ctypes.addressof(nparts), None, None, options.ctypes.data,
         ctypes.addressof(objval), parts.ctypes.data)
     if status != _METIS_OK:
         raise RuntimeError(_ERRORS.get(status, f"METIS returned {status}"))

@@ -26,8 +26,9 @@ from hpcgnn.prep.edge_split import (
     parse_negatives_kind,
 )
 from hpcgnn.prep.feat_dtype import FEAT_DTYPES, encode, encoding_of
-from hpcgnn.prep.graph import MASKS, ORIG_ID, Graph
+from hpcgnn.prep.graph import ORIG_ID, Graph
 from hpcgnn.prep.metis import part_graph_kway
+from hpcgnn.prep.part_files import dataset_meta, field_specs, part_stats, write_part_file
 from hpcgnn.prep.read import add_reader_arguments, detect_format, read_graph, reader_options
 from hpcgnn.prep.transform import prepare
 from hpcgnn.runtime.abort import entry_point
@@ -37,7 +38,7 @@ from hpcgnn.runtime.help_format import DefaultsHelpFormatter
 from hpcgnn.runtime.launch import launcher_tasks, start_world
 from hpcgnn.runtime.stages import StageLog, silent
 
-METHODS = ("metis", "random")
+METHODS = ("metis", "random", "multilevel")
 
 
 def build_csc(graph: Graph):
@@ -177,55 +178,6 @@ def part_arrays(graph: Graph, csc, relabel: Relabeling, part_id: int) -> dict:
     return arrays
 
 
-def part_stats(arrays: dict, node_start: int, node_end: int) -> dict:
-    """Local. Counts of one part: nodes, edges, cut in-edges, halo nodes, split sizes."""
-    src = arrays["indices"]
-    remote = src[(src < node_start) | (src >= node_end)]
-    stats = {"num_nodes": int(node_end - node_start), "num_edges": int(src.shape[0]),
-             "cut_edges": int(remote.shape[0]), "halo_nodes": int(np.unique(remote).shape[0])}
-    for mask in MASKS:
-        if mask in arrays:
-            stats[mask.replace("_mask", "")] = int(arrays[mask].sum())
-    for split in ondisk.LINK_SPLITS:
-        name = f"{ondisk.LINK_PREFIX}{split}"
-        if name + "_src" in arrays:
-            stats[name] = int(arrays[name + "_src"].shape[0])
-    return stats
-
-
-def imbalance(parts_info: list, key: str):
-    """Local. max/mean of a per-part count (1.0 is perfect balance), None if absent."""
-    values = np.array([p.get(key, 0) for p in parts_info], dtype=np.float64)
-    if key not in parts_info[0] or values.mean() == 0:
-        return None
-    return round(float(values.max() / values.mean()), 4)
-
-
-def _field_specs(arrays: dict, encodings=None) -> tuple[dict, dict]:
-    node, edge = {}, {}
-    for name, arr in arrays.items():
-        if name in ondisk.STRUCTURE or name.startswith(ondisk.LINK_PREFIX):
-            continue
-        spec = {"dtype": str(arr.dtype), "shape": list(arr.shape[1:])}
-        if (encodings or {}).get(name):
-            spec["encoding"] = encodings[name]
-        if name.startswith(ondisk.EDGE_PREFIX):
-            edge[name[len(ondisk.EDGE_PREFIX):]] = spec
-        else:
-            node[name] = spec
-    return node, edge
-
-
-def _write_part(directory, arrays, part_id, num_parts, node_starts, edge_start, checksums=True):
-    path = os.path.join(directory, ondisk.part_file_name(part_id))
-    attrs = {"format": ondisk.FORMAT_NAME, "version": ondisk.FORMAT_VERSION, "part_id": part_id,
-             "num_parts": num_parts, "node_start": int(node_starts[part_id]),
-             "node_end": int(node_starts[part_id + 1]), "edge_start": int(edge_start)}
-    ondisk.write_part(path, arrays, attrs, checksums)
-    return {"file": ondisk.part_file_name(part_id), "size": os.path.getsize(path),
-            "sha256": ondisk.sha256_file(path)}
-
-
 def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis", seed=0,
                     comm=None, source=None, release_input=False,
                     keep_degree=DEFAULT_KEEP_DEGREE, checksums=True, log=silent,
@@ -327,7 +279,7 @@ def _write_dataset(graph, csc, relabel, info, tmp_dir, num_parts, node_starts, e
             if feat_dtype != "float32" and "feat" in arrays:  # per part: never a second copy of all features
                 arrays["feat"] = encode(arrays["feat"], feat_dtype, (source or {}).get("input"))
             stats.append(part_stats(arrays, node_starts[part_id], node_starts[part_id + 1]))
-            specs = specs or _field_specs(arrays, {"feat": encoding_of(feat_dtype)})
+            specs = specs or field_specs(arrays, {"feat": encoding_of(feat_dtype)})
             if writer != 0:
                 _send_arrays(comm, arrays, writer)
                 continue
@@ -335,7 +287,7 @@ def _write_dataset(graph, csc, relabel, info, tmp_dir, num_parts, node_starts, e
             arrays = _recv_arrays(comm, 0)
         else:
             continue
-        written.append((part_id, _write_part(tmp_dir, arrays, part_id, num_parts, node_starts,
+        written.append((part_id, write_part_file(tmp_dir, arrays, part_id, num_parts, node_starts,
                                              edge_starts[part_id], checksums)))
         del arrays
     if comm is not None:
@@ -346,25 +298,8 @@ def _write_dataset(graph, csc, relabel, info, tmp_dir, num_parts, node_starts, e
         return None
     log(f"write {num_parts} part files from {size} rank{'s' if size > 1 else ''}")
 
-    files = dict(written)
-    for part_id, part in enumerate(stats):
-        part.update(files[part_id])
-    cut = sum(p["cut_edges"] for p in stats)
-    node_fields, edge_fields = specs
-    meta = {
-        "format": ondisk.FORMAT_NAME, "version": ondisk.FORMAT_VERSION, "graph_name": graph.name,
-        "num_nodes": int(graph.num_nodes), "num_edges": int(edge_starts[-1]), "num_parts": num_parts,
-        "node_starts": [int(x) for x in node_starts], "edge_starts": [int(x) for x in edge_starts],
-        "index_dtype": str(np.dtype(ondisk.id_dtype(graph.num_nodes))),
-        "node_fields": node_fields, "edge_fields": edge_fields,
-        "partitioner": dict(info, num_parts=num_parts, edge_cut=cut,
-                            edge_cut_fraction=round(cut / max(int(edge_starts[-1]), 1), 6),
-                            imbalance={k: imbalance(stats, k) for k in
-                                       ("num_nodes", "num_edges", "train", "val", "test")},
-                            writers=size, **{k: round(v, 3) for k, v in timings.items()}),
-        "source": source or {},
-        "parts": stats,
-    }
+    meta = dataset_meta(graph.name, graph.num_nodes, node_starts, edge_starts, stats, dict(written), specs,
+                        dict(info, writers=size, **{k: round(v, 3) for k, v in timings.items()}), source)
     if graph.link is not None:
         meta["link"] = graph.link.meta()
     ondisk.write_meta(tmp_dir, meta)
@@ -395,7 +330,10 @@ def build_parser():
     parser.add_argument("--parts", "-p", type=int, required=True, help="number of parts (= ranks of training)")
     parser.add_argument("--out", "-o", required=True, help="output directory")
     parser.add_argument("--method", choices=METHODS, default="metis",
-                        help="metis: min edge cut under the --balance constraints; random: baseline")
+                        help="metis: min edge cut under the --balance constraints, read and partitioned on "
+                             "rank 0; random: baseline; multilevel: every rank reads a slice, cleans and "
+                             "partitions with the graph spread over the ranks (coarsened until METIS "
+                             "fits one rank), for graphs one node cannot hold")
     parser.add_argument("--balance", type=parse_balance, default=DEFAULT_BALANCE, metavar="LIST",
                         help=f"what METIS keeps within 3%% across parts, any of {','.join(BALANCE_CHOICES)} "
                              "(fewer constraints cut fewer edges; in_degree evens the edges each rank "
@@ -455,6 +393,8 @@ def main(argv=None):
     out_dir = os.path.abspath(args.out)
     graph, source = None, None
     log = StageLog("partition", enabled=rank == 0)
+    if args.method == "multilevel":
+        return _main_distributed(args, comm, out_dir, log)
     if rank == 0:
         if os.path.exists(out_dir) and not args.force:
             raise InputError(out_dir, "output exists (pass --force to replace it)", "--out", args.out)
@@ -465,12 +405,27 @@ def main(argv=None):
                            source=source, release_input=True, keep_degree=args.keep_degree, log=log,
                            balance=args.balance, feat_dtype=args.feat_dtype)
     if rank == 0:
-        p = meta["partitioner"]
-        print(f"wrote {out_dir}: {meta['num_parts']} parts, {meta['num_nodes']:,} nodes, "
-              f"{meta['num_edges']:,} edges, edge cut {100 * p['edge_cut_fraction']:.2f}%, "
-              f"imbalance nodes {p['imbalance']['num_nodes']} edges {p['imbalance']['num_edges']}, "
-              f"{log.total_s:.1f}s", flush=True)
+        _print_summary(out_dir, meta, log)
     return 0
+
+
+def _main_distributed(args, comm, out_dir, log):
+    from hpcgnn.prep.dist.pipeline import partition_distributed  # deferred: it builds on this module
+    comm = comm or start_world()
+    if comm.rank == 0 and os.path.exists(out_dir) and not args.force:
+        raise InputError(out_dir, "output exists (pass --force to replace it)", "--out", args.out)
+    meta = partition_distributed(comm, args, out_dir, log)
+    if comm.rank == 0:
+        _print_summary(out_dir, meta, log)
+    return 0
+
+
+def _print_summary(out_dir, meta, log):
+    p = meta["partitioner"]
+    print(f"wrote {out_dir}: {meta['num_parts']} parts, {meta['num_nodes']:,} nodes, "
+          f"{meta['num_edges']:,} edges, edge cut {100 * p['edge_cut_fraction']:.2f}%, "
+          f"imbalance nodes {p['imbalance']['num_nodes']} edges {p['imbalance']['num_edges']}, "
+          f"{log.total_s:.1f}s", flush=True)
 
 
 def load_prepared(args, log=silent):

@@ -1,0 +1,116 @@
+"""``hpcgnn partition --method multilevel``: the whole pipeline with the graph spread over the ranks.
+
+read (each rank its slice, :mod:`~hpcgnn.prep.dist.ingest`) -> clean-up
+(:mod:`~hpcgnn.prep.dist.cleanup`) -> balance weights -> multilevel partitioning
+(:mod:`~hpcgnn.prep.dist.multilevel`) -> part files (:mod:`~hpcgnn.prep.dist.write`). Under
+``mpirun -np K`` a rank holds about ``1/K`` of the edges at every stage; with one process it
+is the same code on one rank.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from hpcgnn.prep.dist.cleanup import prepare
+from hpcgnn.prep.dist.ingest import read_npz_spread, spread_graph
+from hpcgnn.prep.dist.multilevel import multilevel_parts, undirected_level
+from hpcgnn.prep.dist.spread import SpreadGraph
+from hpcgnn.prep.dist.write import write_spread
+from hpcgnn.prep.read import detect_format, read_graph, reader_options
+from hpcgnn.runtime.comm import mpi
+from hpcgnn.runtime.errors import InputError
+from hpcgnn.runtime.stages import silent
+
+#: serial-only options: what they need is drawn over the whole graph at once
+SERIAL_ONLY = (("split", "--split", "draws a random split over all nodes"),
+               ("edge_split", "--edge-split", "holds out edges over the whole graph"),
+               ("normalize_features", "--normalize-features", None))
+
+
+def check_options(args):
+    """Local. Refuse options the distributed pipeline does not carry out, naming the flag."""
+    for attr, flag, why in SERIAL_ONLY:
+        value = getattr(args, attr, None)
+        if value not in (None, False, "dataset"):
+            reason = f" ({why})" if why else ""
+            raise InputError(None, f"is not available with --method multilevel{reason}; partition with "
+                             "--method metis, or give the input its masks", flag, value)
+
+
+def read_spread(comm, args) -> tuple[SpreadGraph, str]:
+    """Collective over comm. The input, spread by destination: a generic .npz read in slices by
+    every rank, any other format read by rank 0 and dealt out."""
+    fmt_name = args.format or detect_format(args.input)
+    if fmt_name == "npz":
+        graph = read_npz_spread(comm, args.input, args.name)
+    else:
+        whole = read_graph(args.input, format=fmt_name, **reader_options(args, args.input)) if comm.rank == 0 else None
+        graph = spread_graph(comm, whole)
+        if args.name:
+            graph.name = args.name
+    return graph, fmt_name
+
+
+def balance_columns(comm, graph: SpreadGraph, balance) -> tuple[np.ndarray, list]:
+    """Collective over comm. This block's METIS vertex weights for ``balance`` (see
+    :func:`hpcgnn.prep.partition.balance_weights`; a split's column only when some node of the
+    whole graph is in it)."""
+    first, end = graph.block(comm.rank)
+    columns, names = [], []
+    for name in balance:
+        if name == "nodes":
+            column = np.ones(end - first, dtype=np.int64)
+        elif name == "in_degree":
+            column = np.bincount(graph.dst - first, minlength=end - first).astype(np.int64)
+        else:
+            mask = graph.ndata.get(f"{name}_mask")
+            column = np.zeros(end - first, np.int64) if mask is None else mask.astype(np.int64)
+            if int(comm.allreduce(int(column.sum()), op=mpi().SUM)) == 0:
+                continue
+        columns.append(column)
+        names.append(name if name in ("nodes", "in_degree") else f"{name}_mask")
+    if not columns:
+        return np.ones((end - first, 1), dtype=np.int64), ["nodes"]
+    return np.stack(columns, axis=1), names
+
+
+def partition_distributed(comm, args, out_dir, log=silent) -> dict | None:
+    """Collective over comm. Read, clean, partition and write as the command line says; returns
+    meta.json's content on rank 0."""
+    check_options(args)
+    t0 = time.perf_counter()
+    graph, fmt_name = read_spread(comm, args)
+    read_s = time.perf_counter() - t0
+    log(f"read {args.input} ({fmt_name}) on {comm.size} rank{'s' if comm.size > 1 else ''}: "
+        f"{graph.num_nodes:,} nodes, {graph.num_edges(comm):,} edges")
+    labels = int(comm.allreduce(int("label" in graph.ndata), op=mpi().SUM))
+    trains = int(comm.allreduce(int(graph.ndata["train_mask"].sum()) if "train_mask" in graph.ndata else 0,
+                                op=mpi().SUM))
+    if labels and not trains and args.split is None:
+        raise InputError(args.input, "has labels but no training nodes (no train_mask): partition with "
+                         "--method metis --split 0.6,0.2,0.2 (or --split dataset to partition without masks)",
+                         "train_mask", None)
+    t0 = time.perf_counter()
+    graph = prepare(comm, graph, symmetrize_edges=args.symmetrize, drop_self_loops=args.remove_self_loops,
+                    dedup_edges=args.dedup, largest_cc=args.largest_component, log=log)
+    prepare_s = time.perf_counter() - t0
+    if args.parts > graph.num_nodes:
+        raise InputError(args.input, f"more parts than nodes ({graph.num_nodes})", "--parts", args.parts)
+    t0 = time.perf_counter()
+    weights, names = balance_columns(comm, graph, args.balance)
+    level = undirected_level(comm, graph.starts, graph.src, graph.dst, weights, graph.symmetric)
+    part, info = multilevel_parts(comm, level, args.parts, args.seed, log=log)
+    del level
+    partitioner = {"method": "multilevel", "seed": args.seed, "constraints": names, "ranks": comm.size,
+                   "levels": info["levels"], "assign_s": round(time.perf_counter() - t0, 3)}
+    log(f"multilevel assignment: {args.parts} parts over {len(info['levels'])} levels, "
+        f"{info['undirected_cut']:,} undirected edges cut")
+    source = {"input": os.path.basename(os.path.normpath(args.input)), "format": fmt_name,
+              "symmetrize": args.symmetrize, "remove_self_loops": args.remove_self_loops, "dedup": args.dedup,
+              "largest_component": args.largest_component, "split": "dataset", "split_seed": args.split_seed,
+              "normalize_features": False, "edge_split": None, "read_s": round(read_s, 3),
+              "prepare_s": round(prepare_s, 3)}
+    return write_spread(comm, graph, part, args.parts, out_dir, partitioner, source,
+                        feat_dtype=args.feat_dtype, log=log)

@@ -1,0 +1,91 @@
+"""A graph spread over the ranks: each rank holds its block of nodes and their in-edges.
+
+This is the distributed pipeline's counterpart of :class:`~hpcgnn.prep.graph.Graph`: node ids
+are split in contiguous blocks (:func:`~hpcgnn.prep.dist.blocks.block_starts`), and rank ``r``
+holds the rows of every node field for its block and every edge whose destination is in it, so
+no rank holds more than its share of the graph.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hpcgnn.prep.dist.blocks import owner_of, send_to_owners
+from hpcgnn.prep.graph import check_masks_and_labels, check_node_field
+from hpcgnn.runtime.collectives import fail_together
+from hpcgnn.runtime.comm import mpi
+from hpcgnn.runtime.errors import InputError
+
+
+@dataclass
+class SpreadGraph:
+    """Local. This rank's share of a directed graph spread over ``comm``.
+
+    ``src``/``dst`` are int64 global ids, every ``dst`` in ``[starts[rank], starts[rank+1])``;
+    ``eid`` is each edge's position in the input edge list (of two copies of an edge, dedup
+    keeps the lower one, as the serial clean-up keeps the first); ``ndata`` holds this block's
+    rows of every node field and ``edata`` each edge's row of every edge field.
+    """
+
+    num_nodes: int
+    starts: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    eid: np.ndarray
+    ndata: dict = field(default_factory=dict)
+    edata: dict = field(default_factory=dict)
+    name: str = "graph"
+    source: str = "<memory>"
+    symmetric: bool = False
+    #: the input's edge count: reverse copies made by symmetrize number from here on
+    input_edges: int = 0
+
+    @property
+    def num_local_edges(self) -> int:
+        return int(self.src.shape[0])
+
+    def block(self, rank) -> tuple[int, int]:
+        """Local. ``(first, end)`` node ids of ``rank``'s block."""
+        return int(self.starts[rank]), int(self.starts[rank + 1])
+
+    def num_edges(self, comm) -> int:
+        """Collective over comm. Edges over all ranks."""
+        return int(comm.allreduce(self.num_local_edges, op=mpi().SUM))
+
+    def with_edges(self, keep=None, src=None, dst=None, eid=None, edata=None, symmetric=None) -> SpreadGraph:
+        """Local. A copy with another edge set (``keep`` selects existing edges)."""
+        if keep is not None:
+            src, dst, eid = self.src[keep], self.dst[keep], self.eid[keep]
+            edata = {k: v[keep] for k, v in self.edata.items()}
+        return SpreadGraph(self.num_nodes, self.starts, src, dst, eid, self.ndata, edata, self.name,
+                           self.source, self.symmetric if symmetric is None else symmetric, self.input_edges)
+
+
+def to_destination_owners(comm, graph: SpreadGraph) -> SpreadGraph:
+    """Collective over comm. Move every edge to the rank that owns its destination."""
+    names = list(graph.edata)
+    moved = send_to_owners(comm, owner_of(graph.dst, graph.starts), graph.src, graph.dst, graph.eid,
+                           *(graph.edata[k] for k in names))
+    return graph.with_edges(src=moved[0], dst=moved[1], eid=moved[2], edata=dict(zip(names, moved[3:])))
+
+
+def validate(comm, graph: SpreadGraph) -> SpreadGraph:
+    """Collective over comm. The checks of :meth:`Graph.validate` on a spread graph, raising the
+    same InputError on every rank (the failing rank's own, naming file, field and global id)."""
+    error = None
+    try:
+        _check_block(graph, graph.starts[comm.rank])
+    except InputError as exc:
+        error = exc
+    fail_together(comm, error, graph.source)
+    return graph
+
+
+def _check_block(graph: SpreadGraph, first: int):
+    where = graph.source
+    for name, rows in graph.ndata.items():
+        check_node_field(where, name, rows)
+    for name, rows in graph.edata.items():
+        check_node_field(where, f"edge_{name}", rows)
+    check_masks_and_labels(where, graph.ndata, first)

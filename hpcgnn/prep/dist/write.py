@@ -1,0 +1,112 @@
+"""Writing the partitioned dataset from a graph spread over the ranks.
+
+The on-disk result is the serial writer's (:mod:`hpcgnn.prep.ondisk`): part ``p`` owns a
+contiguous range of new ids, nodes keep their input order inside a part, and ``eid`` numbers
+the cleaned edge list. Part ``p`` is assembled and written by rank ``p % K``: every rank sends
+it the rows of its nodes in ``p`` and the in-edges of those nodes, so no rank ever holds more
+than its parts' share of the graph.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from hpcgnn.prep import ondisk
+from hpcgnn.prep.dist.blocks import fetch, send_to_owners, starts_from_counts
+from hpcgnn.prep.dist.spread import SpreadGraph
+from hpcgnn.prep.feat_dtype import encode, encoding_of
+from hpcgnn.prep.graph import ORIG_ID
+from hpcgnn.prep.part_files import dataset_meta, field_specs, part_stats, write_part_file
+from hpcgnn.runtime.comm import mpi
+from hpcgnn.runtime.files import make_temp_dir, remove_temp_dir, replace_dir
+from hpcgnn.runtime.stages import silent
+
+
+def new_ids(comm, part, num_parts) -> tuple[np.ndarray, np.ndarray]:
+    """Collective over comm. ``(node_starts, new_id)``: where each part's ids begin, and the new
+    id of every block node: its part's start plus its rank in input order among the part's
+    nodes (blocks are in input order, so lower ranks' nodes come first)."""
+    counts = np.zeros((comm.size, num_parts), dtype=np.int64)
+    comm.Allgather(np.bincount(part, minlength=num_parts).astype(np.int64), counts)
+    node_starts = starts_from_counts(counts.sum(axis=0))
+    order = np.argsort(part, kind="stable")
+    sorted_parts = part[order]
+    group_first = np.searchsorted(sorted_parts, sorted_parts, side="left")
+    new_id = np.empty(part.shape[0], dtype=np.int64)
+    new_id[order] = (node_starts[sorted_parts] + counts[:comm.rank, :].sum(axis=0)[sorted_parts]
+                     + np.arange(part.shape[0]) - group_first)
+    return node_starts, new_id
+
+
+def write_spread(comm, graph: SpreadGraph, part, num_parts, out_dir, partitioner: dict, source: dict,
+                 checksums=True, feat_dtype="float32", log=silent) -> dict | None:
+    """Collective over comm. Write ``graph`` split by ``part`` (the part of every block node)
+    into ``out_dir``, replaced atomically; returns meta.json's content on rank 0."""
+    t0 = time.perf_counter()
+    first = graph.block(comm.rank)[0]
+    node_starts, new_id = new_ids(comm, part, num_parts)
+    local_dst = graph.dst - first
+    edge_part = part[local_dst]
+    edge_counts = np.bincount(edge_part, minlength=num_parts).astype(np.int64)
+    comm.Allreduce(mpi().IN_PLACE, edge_counts, op=mpi().SUM)
+    edge_starts = starts_from_counts(edge_counts)
+    edge_offset = comm.exscan(graph.num_local_edges) or 0  # None on rank 0
+    orig = graph.ndata.get(ORIG_ID, np.arange(first, first + part.shape[0], dtype=np.int64))
+    fields = {k: v for k, v in graph.ndata.items() if k != ORIG_ID}
+    nodes = send_to_owners(comm, part % comm.size, new_id, orig, *fields.values())
+    edges = send_to_owners(comm, edge_part % comm.size, new_id[local_dst],
+                           fetch(comm, graph.src, graph.starts, new_id),
+                           edge_offset + np.arange(graph.num_local_edges, dtype=np.int64), *graph.edata.values())
+    tmp_dir = comm.bcast(make_temp_dir(out_dir) if comm.rank == 0 else None, root=0)
+    try:
+        written = []
+        for part_id in range(comm.rank, num_parts, comm.size):
+            arrays = _part_arrays(graph, part_id, node_starts, nodes, edges, list(fields), int(edge_starts[-1]))
+            if feat_dtype != "float32" and "feat" in arrays:
+                arrays["feat"] = encode(arrays["feat"], feat_dtype, source.get("input"))
+            stats = part_stats(arrays, node_starts[part_id], node_starts[part_id + 1])
+            specs = field_specs(arrays, {"feat": encoding_of(feat_dtype)})
+            entry = write_part_file(tmp_dir, arrays, part_id, num_parts, node_starts, edge_starts[part_id],
+                                    checksums)
+            written.append((part_id, stats, entry, specs))
+            del arrays
+        gathered = comm.gather(written, root=0)
+    except BaseException:
+        remove_temp_dir(tmp_dir)
+        raise
+    meta = None
+    if comm.rank == 0:
+        written = sorted(item for chunk in gathered for item in chunk)
+        log(f"write {num_parts} part files from {comm.size} rank{'s' if comm.size > 1 else ''}")
+        meta = dataset_meta(graph.name, graph.num_nodes, node_starts, edge_starts, [w[1] for w in written],
+                            {w[0]: w[2] for w in written}, written[0][3],
+                            dict(partitioner, writers=comm.size, write_s=round(time.perf_counter() - t0, 3)),
+                            source)
+        ondisk.write_meta(tmp_dir, meta)
+        replace_dir(tmp_dir, out_dir)
+    comm.barrier()
+    return meta
+
+
+def _part_arrays(graph, part_id, node_starts, nodes, edges, field_names, num_edges) -> dict:
+    """Part ``part_id``'s datasets from the node and edge rows this rank received."""
+    lo, hi = int(node_starts[part_id]), int(node_starts[part_id + 1])
+    ids = nodes[0]
+    mine = np.flatnonzero((ids >= lo) & (ids < hi))
+    mine = mine[np.argsort(ids[mine], kind="stable")]
+    dst, src, eid = edges[0], edges[1], edges[2]
+    incoming = np.flatnonzero((dst >= lo) & (dst < hi))
+    incoming = incoming[np.lexsort((eid[incoming], dst[incoming]))]  # CSC: by destination, then edge order
+    degree = np.bincount(dst[incoming] - lo, minlength=hi - lo)
+    arrays = {
+        "indptr": np.concatenate([[0], np.cumsum(degree)]).astype(np.int64),
+        "indices": src[incoming].astype(ondisk.id_dtype(graph.num_nodes)),
+        "eid": eid[incoming].astype(ondisk.id_dtype(num_edges)),
+        "orig_id": nodes[1][mine].astype(np.int64),
+    }
+    for name, rows in zip(field_names, nodes[2:]):
+        arrays[name] = rows[mine]
+    for name, rows in zip(graph.edata, edges[3:]):
+        arrays[ondisk.EDGE_PREFIX + name] = rows[incoming]
+    return arrays

@@ -1,0 +1,85 @@
+"""The files of a partitioned dataset, as both writers (serial and spread over the ranks) make them:
+one part's statistics and HDF5 file, and meta.json's content (format: :mod:`hpcgnn.prep.ondisk`)."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from hpcgnn.prep import ondisk
+from hpcgnn.prep.graph import MASKS
+
+
+def part_stats(arrays: dict, node_start: int, node_end: int) -> dict:
+    """Local. Counts of one part: nodes, edges, cut in-edges, halo nodes, split sizes."""
+    src = arrays["indices"]
+    remote = src[(src < node_start) | (src >= node_end)]
+    stats = {"num_nodes": int(node_end - node_start), "num_edges": int(src.shape[0]),
+             "cut_edges": int(remote.shape[0]), "halo_nodes": int(np.unique(remote).shape[0])}
+    for mask in MASKS:
+        if mask in arrays:
+            stats[mask.replace("_mask", "")] = int(arrays[mask].sum())
+    for split in ondisk.LINK_SPLITS:
+        name = f"{ondisk.LINK_PREFIX}{split}"
+        if name + "_src" in arrays:
+            stats[name] = int(arrays[name + "_src"].shape[0])
+    return stats
+
+
+def imbalance(parts_info: list, key: str):
+    """Local. max/mean of a per-part count (1.0 is perfect balance), None if absent."""
+    values = np.array([p.get(key, 0) for p in parts_info], dtype=np.float64)
+    if key not in parts_info[0] or values.mean() == 0:
+        return None
+    return round(float(values.max() / values.mean()), 4)
+
+
+def field_specs(arrays: dict, encodings=None) -> tuple[dict, dict]:
+    """Local. meta.json's ``node_fields`` and ``edge_fields`` from one part's arrays."""
+    node, edge = {}, {}
+    for name, arr in arrays.items():
+        if name in ondisk.STRUCTURE or name.startswith(ondisk.LINK_PREFIX):
+            continue
+        spec = {"dtype": str(arr.dtype), "shape": list(arr.shape[1:])}
+        if (encodings or {}).get(name):
+            spec["encoding"] = encodings[name]
+        if name.startswith(ondisk.EDGE_PREFIX):
+            edge[name[len(ondisk.EDGE_PREFIX):]] = spec
+        else:
+            node[name] = spec
+    return node, edge
+
+
+def write_part_file(directory, arrays, part_id, num_parts, node_starts, edge_start, checksums=True):
+    """Local. Write part ``part_id``'s file into ``directory``; returns its meta.json entry
+    (file name, size, sha256)."""
+    path = os.path.join(directory, ondisk.part_file_name(part_id))
+    attrs = {"format": ondisk.FORMAT_NAME, "version": ondisk.FORMAT_VERSION, "part_id": part_id,
+             "num_parts": num_parts, "node_start": int(node_starts[part_id]),
+             "node_end": int(node_starts[part_id + 1]), "edge_start": int(edge_start)}
+    ondisk.write_part(path, arrays, attrs, checksums)
+    return {"file": ondisk.part_file_name(part_id), "size": os.path.getsize(path),
+            "sha256": ondisk.sha256_file(path)}
+
+
+def dataset_meta(name, num_nodes, node_starts, edge_starts, stats, files, specs, partitioner, source) -> dict:
+    """Local. meta.json of a partitioned dataset: ``stats`` (:func:`part_stats` of every part)
+    and ``files`` (part id -> :func:`write_part_file`'s entry) become ``parts``; ``partitioner``
+    gets the edge cut and the imbalance of each count."""
+    for part_id, part in enumerate(stats):
+        part.update(files[part_id])
+    cut = sum(p["cut_edges"] for p in stats)
+    node_fields, edge_fields = specs
+    return {
+        "format": ondisk.FORMAT_NAME, "version": ondisk.FORMAT_VERSION, "graph_name": name,
+        "num_nodes": int(num_nodes), "num_edges": int(edge_starts[-1]), "num_parts": len(stats),
+        "node_starts": [int(x) for x in node_starts], "edge_starts": [int(x) for x in edge_starts],
+        "index_dtype": str(np.dtype(ondisk.id_dtype(num_nodes))),
+        "node_fields": node_fields, "edge_fields": edge_fields,
+        "partitioner": dict(partitioner, num_parts=len(stats), edge_cut=cut,
+                            edge_cut_fraction=round(cut / max(int(edge_starts[-1]), 1), 6),
+                            imbalance={k: imbalance(stats, k) for k in
+                                       ("num_nodes", "num_edges", "train", "val", "test")}),
+        "source": source or {},
+        "parts": stats,
+    }
