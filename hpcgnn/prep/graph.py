@@ -147,11 +147,11 @@ def check_masks_and_labels(where, ndata, first=0):
     and an unlabelled node inside a mask; ``first`` is the global id of row 0 (a block of a
     spread graph), so the error names the node as the input does."""
     masks = [(name, ndata[name]) for name in MASKS if name in ndata]
-    for i, (first, a) in enumerate(masks):
+    for i, (first_mask, a) in enumerate(masks):
         for second, b in masks[i + 1:]:
             both = np.flatnonzero(a & b)
             if both.size:
-                raise InputError(where, f"{first} and {second} overlap: {both.size:,} node(s) in both, "
+                raise InputError(where, f"{first_mask} and {second} overlap: {both.size:,} node(s) in both, "
                                  f"e.g. node {first + int(both[0])}", second, first + int(both[0]))
     label = ndata.get("label")
     if label is None or label.size == 0:
