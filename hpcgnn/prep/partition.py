@@ -334,6 +334,10 @@ def build_parser():
                              "rank 0; random: baseline; multilevel: every rank reads a slice, cleans and "
                              "partitions with the graph spread over the ranks (coarsened until METIS "
                              "fits one rank), for graphs one node cannot hold")
+    parser.add_argument("--coarse-nodes", type=int, default=None, metavar="N",
+                        help="multilevel: coarsen toward N vertices, then run METIS on rank 0 (rank 0's memory "
+                             "grows with N, the cut falls; clusters stay light enough for METIS to balance, "
+                             "so coarsening may stop above N) (default 100000)")
     parser.add_argument("--balance", type=parse_balance, default=DEFAULT_BALANCE, metavar="LIST",
                         help=f"what METIS keeps within 3%% across parts, any of {','.join(BALANCE_CHOICES)} "
                              "(fewer constraints cut fewer edges; in_degree evens the edges each rank "
@@ -395,6 +399,8 @@ def main(argv=None):
     log = StageLog("partition", enabled=rank == 0)
     if args.method == "multilevel":
         return _main_distributed(args, comm, out_dir, log)
+    if args.coarse_nodes is not None:
+        raise InputError(None, "applies only with --method multilevel", "--coarse-nodes", args.coarse_nodes)
     if rank == 0:
         if os.path.exists(out_dir) and not args.force:
             raise InputError(out_dir, "output exists (pass --force to replace it)", "--out", args.out)

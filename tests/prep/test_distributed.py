@@ -175,8 +175,15 @@ def test_the_command_refuses_serial_only_options_in_one_line(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and run.stderr.strip().count("\n") == 0, run.stderr
     assert "--split" in run.stderr and not (tmp_path / "d").exists()
+    for flags in (["--method", "metis", "--coarse-nodes", "100"], ["--method", "multilevel", "--coarse-nodes", "1"]):
+        bad = subprocess.run([sys.executable, "-m", "hpcgnn.partition", str(tmp_path / "g.npz"), "--parts", "2",
+                              "--out", str(tmp_path / "d"), *flags], capture_output=True, text=True, timeout=120)
+        assert bad.returncode == 2 and "--coarse-nodes" in bad.stderr and not (tmp_path / "d").exists(), bad.stderr
     ok = subprocess.run([sys.executable, "-m", "hpcgnn.partition", str(tmp_path / "g.npz"), "--parts", "2",
-                         "--out", str(tmp_path / "d"), "--method", "multilevel", "--symmetrize"],
+                         "--out", str(tmp_path / "d"), "--method", "multilevel", "--symmetrize",
+                         "--coarse-nodes", "50"],
                         capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0, ok.stderr
-    assert verify(tmp_path / "d", read_meta(tmp_path / "d")) == []
+    meta = read_meta(tmp_path / "d")
+    assert verify(tmp_path / "d", meta) == []
+    assert meta["partitioner"]["method"] == "multilevel" and meta["partitioner"]["levels"][-1] < 200

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hpcgnn import _csr
 from hpcgnn.prep.dist.blocks import (
     Ghosts,
     add_to_owners,
@@ -33,12 +34,21 @@ def remove_self_loops(graph: SpreadGraph) -> SpreadGraph:
 
 def dedup(graph: SpreadGraph) -> SpreadGraph:
     """Local. One edge per (src, dst): the one of lowest ``eid``; edges come out in CSC order
-    (by destination, then source). Every copy of a pair is on its destination's rank."""
-    order = np.lexsort((graph.eid, graph.src, graph.dst))
-    src, dst = graph.src[order], graph.dst[order]
-    first = np.ones(order.shape[0], dtype=bool)
-    first[1:] = (src[1:] != src[:-1]) | (dst[1:] != dst[:-1])
-    return graph.with_edges(keep=order[first])
+    (by destination, then source). Every copy of a pair is on its destination's rank.
+
+    An O(E) counting sort by destination and a sort of each node's sources (the CSR kernels),
+    not a sort of all E pairs: the edges arrive in ``eid`` order (each rank read a contiguous
+    slice, and exchanges keep the senders' order), so the first copy in the array is the
+    lowest."""
+    if graph.num_local_edges == 0:
+        return graph
+    if (np.diff(graph.eid) < 0).any():
+        graph = graph.with_edges(keep=np.argsort(graph.eid, kind="stable"))
+    rank = int(owner_of(graph.dst[:1], graph.starts)[0])
+    first, end = graph.block(rank)
+    indptr, cols, perm = _csr.coo_to_csr(graph.dst - first, graph.src, end - first)
+    indptr = _csr.dedup_rows(indptr, cols, perm)
+    return graph.with_edges(keep=perm[:int(indptr[-1])])
 
 
 def symmetrize(comm, graph: SpreadGraph) -> SpreadGraph:

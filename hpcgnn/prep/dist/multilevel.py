@@ -39,7 +39,7 @@ from hpcgnn.runtime.comm import mpi
 from hpcgnn.runtime.rng import mix64
 from hpcgnn.runtime.stages import silent
 
-DEFAULT_COARSE_NODES = 20_000
+DEFAULT_COARSE_NODES = 100_000
 DEFAULT_IMBALANCE = 0.03
 CLUSTER_ROUNDS = 4
 REFINE_ROUNDS = 6
@@ -129,13 +129,20 @@ def cluster(comm, level: Level, limit, seed=0, rounds=CLUSTER_ROUNDS, ghosts=Non
     label = ids.copy()
     load = level.vwgt.copy()  # weight of the clusters named by this rank's vertex ids
     ghosts = ghosts or Ghosts(comm, level.adj, level.starts)
+    full = np.empty(0, dtype=np.int64)  # clusters that turned a vertex away: not proposed again
     for round_ in range(rounds):
-        best, best_conn, own_conn = _partition.best_labels(level.indptr, ghosts.pull(label), level.ewgt,
-                                                           label, seed * 7919 + round_)
+        neighbour_labels = ghosts.pull(label)
+        ewgt = level.ewgt
+        if full.shape[0]:
+            blocked = np.isin(neighbour_labels, full) & (neighbour_labels != np.repeat(label, np.diff(level.indptr)))
+            ewgt = np.where(blocked, 0, ewgt)
+        best, best_conn, own_conn = _partition.best_labels(level.indptr, neighbour_labels, ewgt, label,
+                                                           seed * 7919 + round_)
         movers = np.flatnonzero(_active(ids, seed, round_) & (best >= 0) & (best_conn > own_conn))
         weights = level.vwgt[movers]
         granted = ask_owners(comm, best[movers], level.starts, functools.partial(_grant, load=load, limit=limit),
                              weights, best_conn[movers] - own_conn[movers])
+        full = np.union1d(full, best[movers[~granted]])
         moved = movers[granted]
         load += add_to_owners(comm, label[moved], -weights[granted], level.starts)
         label[moved] = best[moved]

@@ -15,7 +15,7 @@ import numpy as np
 
 from hpcgnn.prep.dist.cleanup import prepare
 from hpcgnn.prep.dist.ingest import read_npz_spread, spread_graph
-from hpcgnn.prep.dist.multilevel import multilevel_parts, undirected_level
+from hpcgnn.prep.dist.multilevel import DEFAULT_COARSE_NODES, multilevel_parts, undirected_level
 from hpcgnn.prep.dist.spread import SpreadGraph
 from hpcgnn.prep.dist.write import write_spread
 from hpcgnn.prep.read import detect_format, read_graph, reader_options
@@ -37,6 +37,8 @@ def check_options(args):
             reason = f" ({why})" if why else ""
             raise InputError(None, f"is not available with --method multilevel{reason}; partition with "
                              "--method metis, or give the input its masks", flag, value)
+    if args.coarse_nodes is not None and args.coarse_nodes < args.parts:
+        raise InputError(None, f"must be at least --parts ({args.parts})", "--coarse-nodes", args.coarse_nodes)
 
 
 def read_spread(comm, args) -> tuple[SpreadGraph, str]:
@@ -101,9 +103,11 @@ def partition_distributed(comm, args, out_dir, log=silent) -> dict | None:
     t0 = time.perf_counter()
     weights, names = balance_columns(comm, graph, args.balance)
     level = undirected_level(comm, graph.starts, graph.src, graph.dst, weights, graph.symmetric)
-    part, info = multilevel_parts(comm, level, args.parts, args.seed, log=log)
+    coarse_nodes = DEFAULT_COARSE_NODES if args.coarse_nodes is None else args.coarse_nodes
+    part, info = multilevel_parts(comm, level, args.parts, args.seed, coarse_nodes=coarse_nodes, log=log)
     del level
     partitioner = {"method": "multilevel", "seed": args.seed, "constraints": names, "ranks": comm.size,
+                   "coarse_nodes": coarse_nodes,
                    "levels": info["levels"], "assign_s": round(time.perf_counter() - t0, 3)}
     log(f"multilevel assignment: {args.parts} parts over {len(info['levels'])} levels, "
         f"{info['undirected_cut']:,} undirected edges cut")
