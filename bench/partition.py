@@ -9,6 +9,11 @@ partition_graph with train-mask and edge balancing), interleaved in one run.
     python bench/partition.py                        # 1M nodes / 25M edges, 2 and 4 parts
     python bench/partition.py --dgl --dgl-setup      # side by side with DGL
     python bench/partition.py --nodes 100000 --edges 2000000 --feat-dim 64 --classes 10
+    python bench/partition.py --multilevel-ranks 1,2,4 --no-full   # the distributed pipeline beside it
+
+``--multilevel-ranks`` adds ``mpiexec -n R hpcgnn partition --method multilevel`` rows: every rank
+reads a slice, symmetrizes and partitions with the graph spread over the ranks; its peak RSS is
+the largest rank's, and its cut is set beside the serial METIS row of the same part count.
 """
 import argparse
 import json
@@ -25,16 +30,31 @@ def run_hpcgnn(graph, parts, out, keep_degree):
     wall, rss, _ = common.timed(common.hpcgnn_cmd(
         "partition", graph, "--parts", str(parts), "--symmetrize", "--out", out,
         "--keep-degree", str(keep_degree)))
+    row = _row(out, f"hpcgnn keep-degree={keep_degree:g}", parts, wall, rss)
+    shutil.rmtree(out, ignore_errors=True)
+    return row
+
+
+def run_multilevel(graph, parts, out, ranks):
+    shutil.rmtree(out, ignore_errors=True)
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    wall, rss, _ = common.timed([mpiexec, "-n", str(ranks), *common.hpcgnn_cmd(
+        "partition", graph, "--parts", str(parts), "--symmetrize", "--out", out, "--method", "multilevel")])
+    row = _row(out, f"hpcgnn multilevel, {ranks} rank{'s' if ranks > 1 else ''}", parts, wall, rss)
+    shutil.rmtree(out, ignore_errors=True)
+    return row
+
+
+def _row(out, tool, parts, wall, rss):
     with open(os.path.join(out, "meta.json")) as fh:
         meta = json.load(fh)
     p, src = meta["partitioner"], meta["source"]
-    row = {"tool": f"hpcgnn keep-degree={keep_degree:g}", "parts": parts, "process_wall_s": wall,
-           "load_s": src["read_s"] + src["prepare_s"], "partition_s": p["assign_s"] + p["write_s"],
-           "peak_rss_GiB": rss / 1024, "edges": meta["num_edges"], "cut_pct": 100 * p["edge_cut_fraction"],
-           "imb_nodes": p["imbalance"]["num_nodes"], "imb_edges": p["imbalance"]["num_edges"],
-           "imb_train": p["imbalance"]["train"], "disk_MiB": common.du_bytes(out) / 2**20}
-    shutil.rmtree(out, ignore_errors=True)
-    return row
+    return {"tool": tool, "parts": parts, "process_wall_s": wall,
+            "load_s": src["read_s"] + src["prepare_s"], "partition_s": p["assign_s"] + p["write_s"],
+            "peak_rss_GiB": rss / 1024, "edges": meta["num_edges"], "cut_pct": 100 * p["edge_cut_fraction"],
+            "imb_nodes": p["imbalance"]["num_nodes"], "imb_edges": p["imbalance"]["num_edges"],
+            "imb_train": p["imbalance"]["train"], "disk_MiB": common.du_bytes(out) / 2**20,
+            "levels": "/".join(str(n) for n in p.get("levels", []))}
 
 
 def run_dgl(python, graph, parts, out):
@@ -74,6 +94,8 @@ def main():
     parser.add_argument("--no-full", action="store_true", help="skip the --keep-degree 0 rows")
     parser.add_argument("--dgl", action="store_true", help="also run DGL 2.1 (needs its virtualenv)")
     parser.add_argument("--dgl-setup", action="store_true", help="build DGL's virtualenv if missing")
+    parser.add_argument("--multilevel-ranks", default="",
+                        help="also run --method multilevel under mpiexec with each of these rank counts")
     parser.add_argument("--json", help="write all rows here")
     args = parser.parse_args()
 
@@ -101,6 +123,14 @@ def main():
         if not args.no_full:
             rows.append(run_hpcgnn(graph, parts, out, 0))
             show(rows[-1])
+        serial = next(r for r in rows if r["tool"] == "hpcgnn keep-degree=16" and r["parts"] == parts)
+        for ranks in [int(r) for r in args.multilevel_ranks.split(",") if r]:
+            rows.append(run_multilevel(graph, parts, out, ranks))
+            show(rows[-1])
+            print(f"# multilevel on {ranks} rank(s) / serial METIS at {parts} parts: cut "
+                  f"{rows[-1]['cut_pct'] / serial['cut_pct']:.3f}, process wall "
+                  f"{rows[-1]['process_wall_s'] / serial['process_wall_s']:.2f}, largest rank's peak RSS "
+                  f"{rows[-1]['peak_rss_GiB'] / serial['peak_rss_GiB']:.2f}; levels {rows[-1]['levels']}", flush=True)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"machine": common.machine_info(), "rows": rows}, fh, indent=1)

@@ -51,7 +51,7 @@ def test_edge_split_is_disjoint_complete_even_and_local_first(nranks, comm, shar
         assert own.sum() == min(local_candidates, len(mine.eids))
 
 
-@pytest.mark.mpi(sizes=(1, 2))
+@pytest.mark.mpi(sizes=(2,))  # 4 ranks: the edge batches and link metrics tests above and below
 def test_link_training_learns_planted_communities(nranks, comm, shared_tmp):
     from hpcgnn.training.loop import run
 
