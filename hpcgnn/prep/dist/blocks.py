@@ -49,14 +49,8 @@ def fetch(comm, ids, starts, local_values) -> np.ndarray:
     ``local_values`` holds this rank's block (row ``i`` is id ``starts[rank] + i``); rows may
     have any trailing shape. Two all-to-all exchanges: ids to their owners, values back.
     """
-    ids = np.asarray(ids, dtype=np.int64)
     local_values = np.asarray(local_values)
-    order, send, recv = _route(comm, owner_of(ids, starts))
-    asked = exchange(comm, ids[order], send, recv)
-    answers = exchange(comm, local_values[asked - starts[comm.rank]], recv, send)
-    out = np.empty((ids.shape[0], *local_values.shape[1:]), dtype=local_values.dtype)
-    out[order] = answers
-    return out
+    return ask_owners(comm, ids, starts, local_values.__getitem__)
 
 
 def ask_owners(comm, ids, starts, answer, *payloads) -> np.ndarray:
