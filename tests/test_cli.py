@@ -6,7 +6,7 @@ import pytest
 
 from hpcgnn import cli
 
-SUBCOMMANDS = ["generate", "partition", "inspect"]
+SUBCOMMANDS = ["generate", "convert", "partition", "inspect"]
 
 
 def run(*args):

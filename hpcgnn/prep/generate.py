@@ -10,24 +10,17 @@ blocks of ``_EDGE_BLOCK`` raw edges, features in blocks of ``_NODE_BLOCK`` rows.
 therefore the same bit for bit for a seed whatever ``chunk_edges`` is; the chunk only sets how
 many blocks are vectorised together, i.e. the working memory.
 
-Command line: ``hpcgnn generate rmat|sbm ...`` or ``python -m hpcgnn.generate rmat|sbm ...``.
+Command line: ``hpcgnn generate rmat|sbm ...`` (:mod:`hpcgnn.generate`).
 """
 from __future__ import annotations
 
-import argparse
 import itertools
 import math
-import os
-import time
 
 import numpy as np
 
 from hpcgnn.prep.graph import Graph
-from hpcgnn.prep.read.npz import write_npz
-from hpcgnn.runtime.abort import entry_point
 from hpcgnn.runtime.errors import InputError
-from hpcgnn.runtime.help_format import RawDescriptionDefaultsHelpFormatter
-from hpcgnn.runtime.launch import check_single_process
 
 RMAT_PROBS = (0.57, 0.19, 0.19, 0.05)  # quadrants a, b, c, d: (src bit, dst bit) = 00, 01, 10, 11
 MAX_NODES = 2**31 - 1  # keeps (src * N + dst) * 2 + flag inside int64
@@ -85,23 +78,34 @@ def _check_common(num_nodes, num_classes, homophily, feat_dim, feat_signal, frac
 
 # ------------------------------------------------------------------------------------ node fields
 
-def _node_fields(labels, num_classes, feat_dim, feat_signal, fractions, seed):
-    """Features block by block (each block its own stream), labels and split masks."""
+def node_fields(labels, num_classes, feat_dim, feat_signal, fractions, seed, first=0, end=None):
+    """Local. Features, labels and split masks of nodes ``[first, end)`` (default: all).
+
+    Features come block by block, each block of ``_NODE_BLOCK`` rows its own stream, so a
+    range is the same rows whoever generates it; ``labels`` are every node's.
+    """
     num_nodes = labels.shape[0]
+    end = num_nodes if end is None else end
     centroids = (feat_signal * _stream(seed, _CENTROIDS).standard_normal((num_classes, feat_dim)))
     centroids = centroids.astype(np.float32)
-    feat = np.empty((num_nodes, feat_dim), dtype=np.float32)
-    for block, lo in enumerate(range(0, num_nodes, _NODE_BLOCK)):
-        rows = feat[lo:lo + _NODE_BLOCK]
+    # whole blocks are drawn (the range's first and last ones in part), so a row's value
+    # never depends on where a range starts
+    first_block = first // _NODE_BLOCK
+    block_lo = first_block * _NODE_BLOCK
+    block_hi = min(num_nodes, -(-end // _NODE_BLOCK) * _NODE_BLOCK)
+    covered = np.empty((max(0, block_hi - block_lo), feat_dim), dtype=np.float32)
+    for block, lo in enumerate(range(block_lo, block_hi, _NODE_BLOCK), start=first_block):
+        rows = covered[lo - block_lo:lo - block_lo + _NODE_BLOCK]
         _stream(seed, _FEATURES, block).standard_normal(rows.shape, dtype=np.float32, out=rows)
         rows += centroids[labels[lo:lo + _NODE_BLOCK]]
+    feat = covered if (first, end) == (block_lo, block_hi) else covered[first - block_lo:end - block_lo].copy()
     order = _stream(seed, _MASKS).permutation(num_nodes)
     bounds = np.minimum(np.round(np.cumsum((0.0,) + fractions) * num_nodes).astype(np.int64), num_nodes)
-    ndata = {"feat": feat, "label": labels}
+    ndata = {"feat": feat, "label": labels[first:end]}
     for name, lo, hi in zip(("train_mask", "val_mask", "test_mask"), bounds[:-1], bounds[1:]):
         mask = np.zeros(num_nodes, dtype=bool)
         mask[order[lo:hi]] = True
-        ndata[name] = mask
+        ndata[name] = mask[first:end]
     return ndata
 
 
@@ -210,40 +214,68 @@ def _sort_unique(values):
     return values[first_of_run]
 
 
-def _rmat_unique_keys(num_edges, chunk_edges, spec):
-    """Draw raw edges in rounds until both intra- and inter-class edges have enough unique keys.
+class LocalDraw:
+    """Local. How one process draws an RMAT graph: every raw-edge block, all keys kept here.
+
+    The distributed generator (:class:`hpcgnn.prep.dist.generate.SpreadDraw`) has the same
+    four methods over MPI; the rounds below are the same code for both, which is what makes
+    the graph of a seed the same whatever the number of ranks.
+    """
+
+    def chunks(self, first, stop, chunk_blocks):
+        """This process's raw-edge blocks of ``[first, stop)``, in ranges of at most
+        ``chunk_blocks``; every process gets the same number of ranges (some maybe empty)."""
+        return [range(lo, min(lo + chunk_blocks, stop)) for lo in range(first, stop, chunk_blocks)]
+
+    def route(self, keys):
+        """Keys to the process that keeps them (here: this one)."""
+        return keys
+
+    def total(self, *counts):
+        """Sums over the processes."""
+        return counts
+
+    def kth_smallest(self, values, k):
+        """The k-th smallest (1-based) of the values held by all processes; values are distinct."""
+        return np.partition(values, k - 1)[k - 1]
+
+
+def rmat_unique_keys(num_edges, chunk_edges, spec, draw):
+    """Local (collective over the ranks of ``draw``). Draw raw edges in rounds until both
+    intra- and inter-class edges have enough unique keys.
 
     Dedup would otherwise eat more intra-class edges (fewer candidate pairs, more collisions)
     and pull the edge homophily below what was drawn; keeping the drawn intra fraction exact
-    among the kept edges avoids that. Returns (sorted unique keys, intra-class edges to keep).
+    among the kept edges avoids that. Returns (this process's sorted unique keys, intra-class
+    edges to keep over all processes).
     """
     chunk_blocks = max(1, -(-chunk_edges // _EDGE_BLOCK))
     unique = np.empty(0, dtype=np.int64)
-    next_block, drawn, drawn_intra = 0, 0, 0
+    next_block, drawn, drawn_intra, total_unique = 0, 0, 0, 0
     new_blocks = -(-int(num_edges * 1.05 + 1024) // _EDGE_BLOCK)
     for round_ in range(_TOPUP_ROUNDS):
-        before, drawn_before = unique.shape[0], drawn
-        buffer = np.empty(unique.shape[0] + new_blocks * _EDGE_BLOCK, dtype=np.int64)
-        buffer[:unique.shape[0]] = unique
-        filled = unique.shape[0]
+        before, drawn_before = total_unique, drawn
+        parts, round_drawn, round_intra = [unique], 0, 0
         del unique
-        for first in range(next_block, next_block + new_blocks, chunk_blocks):
-            blocks = range(first, min(first + chunk_blocks, next_block + new_blocks))
+        for blocks in draw.chunks(next_block, next_block + new_blocks, chunk_blocks):
             keys, count, intra = _rmat_chunk_keys(blocks, spec)
-            buffer[filled:filled + count] = keys
-            filled, drawn, drawn_intra = filled + count, drawn + count, drawn_intra + intra
+            parts.append(draw.route(keys))
+            round_drawn, round_intra = round_drawn + count, round_intra + intra
         next_block += new_blocks
-        unique = _sort_unique(buffer[:filled])
-        del buffer
-        unique_inter = int(np.count_nonzero(_inter_flags(unique)))
-        unique_intra = unique.shape[0] - unique_inter
+        unique = _sort_unique(np.concatenate(parts))
+        del parts
+        local_inter = int(np.count_nonzero(_inter_flags(unique)))
+        round_drawn, round_intra, total_unique, unique_inter = draw.total(
+            round_drawn, round_intra, unique.shape[0], local_inter)
+        drawn, drawn_intra = drawn + round_drawn, drawn_intra + round_intra
+        unique_intra = total_unique - unique_inter
         keep_intra = round(num_edges * drawn_intra / max(drawn, 1))
         short_intra = keep_intra - unique_intra
         short_inter = num_edges - keep_intra - unique_inter
         if short_intra <= 0 and short_inter <= 0:
             return unique, keep_intra
-        stalled = unique.shape[0] - before < _MIN_YIELD * (drawn - drawn_before)
-        if unique.shape[0] >= num_edges and (stalled or round_ >= _STRATIFIED_ROUNDS):
+        stalled = total_unique - before < _MIN_YIELD * (drawn - drawn_before)
+        if total_unique >= num_edges and (stalled or round_ >= _STRATIFIED_ROUNDS):
             # dense graphs or many small classes may have fewer distinct same-class pairs within
             # reach than the drawn fraction asks; keep as close to it as the pairs allow
             return unique, min(max(keep_intra, num_edges - unique_inter), unique_intra)
@@ -257,6 +289,67 @@ def _rmat_unique_keys(num_edges, chunk_edges, spec):
         new_blocks = min(new_blocks, -(-4 * num_edges // _EDGE_BLOCK))
     raise InputError(None, "too many edges for an RMAT graph of this size: repeated edges dominate "
                      "(ask for fewer edges, lower homophily, or use sbm)", "num_edges", num_edges)
+
+
+def _priorities(keys, seed):
+    """A seeded bijective hash of each key (SplitMix64's finaliser): distinct keys get distinct,
+    uniformly spread priorities, each a function of its key alone."""
+    offset = np.uint64(_stream(seed, _SUBSET).integers(0, 1 << 63, dtype=np.int64))
+    z = keys.view(np.uint64) + offset
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def select_keys(unique, keep_intra, num_edges, seed, draw):
+    """Local (collective over the ranks of ``draw``). ``unique`` minus a seeded uniform subset,
+    leaving ``keep_intra`` intra-class and ``num_edges - keep_intra`` inter-class keys over all
+    processes: those of the smallest priorities in each group (:func:`_priorities`)."""
+    is_inter = _inter_flags(unique)
+    keep = np.zeros(unique.shape[0], dtype=bool)
+    with np.errstate(over="ignore"):
+        for group, count in ((~is_inter, keep_intra), (is_inter, num_edges - keep_intra)):
+            members = np.flatnonzero(group)
+            priority = _priorities(unique[members], seed)
+            if count > 0:
+                threshold = draw.kth_smallest(priority, count)
+                keep[members[priority <= threshold]] = True
+    return unique[keep]
+
+
+def check_rmat(num_nodes, num_edges, num_classes, homophily, feat_dim, feat_signal, fractions, seed, chunk_edges):
+    """Local. :func:`rmat_graph`'s parameters checked (one-line errors naming the parameter)."""
+    num_nodes, num_classes, homophily, feat_dim, feat_signal, fractions = _check_common(
+        num_nodes, num_classes, homophily, feat_dim, feat_signal, fractions, seed)
+    num_edges = _check_int("num_edges", num_edges, 1)
+    if num_edges > num_nodes * (num_nodes - 1):
+        raise InputError(None, f"more than the {num_nodes * (num_nodes - 1):,} possible directed edges "
+                         f"of {num_nodes:,} nodes without self loops", "num_edges", num_edges)
+    chunk_edges = _check_int("chunk_edges", chunk_edges, 1)
+    return num_nodes, num_edges, num_classes, homophily, feat_dim, feat_signal, fractions, chunk_edges
+
+
+def rmat_setup(num_nodes, num_classes, homophily, seed):
+    """Local. Every node's label and what drawing the edge keys needs (``spec``)."""
+    labels = _stream(seed, _LABELS).integers(0, num_classes, size=num_nodes, dtype=np.int64)
+    perm = _stream(seed, _PERM).permutation(num_nodes)  # generation id -> final id
+    scale = max(0, math.ceil(math.log2(num_nodes)))
+    word_tables = [_quadrant_tables(2)] * (scale // 2) + [_quadrant_tables(1)] * (scale % 2)
+    peers = _ClassPeers(labels[perm], _rmat_in_weight(num_nodes, scale), num_classes)
+    return labels, (num_nodes, scale, homophily, word_tables, peers, perm, seed)
+
+
+def rmat_edges(num_nodes, num_edges, num_classes, homophily, seed, chunk_edges, draw):
+    """Local (collective over the ranks of ``draw``). Every node's label, and the edges
+    ``(src, dst)`` this process keeps, sorted by (src, dst); parameters already checked."""
+    labels, spec = rmat_setup(num_nodes, num_classes, homophily, seed)
+    unique, keep_intra = rmat_unique_keys(num_edges, chunk_edges, spec, draw)
+    del spec
+    pairs = select_keys(unique, keep_intra, num_edges, seed, draw)
+    del unique
+    pairs >>= 1
+    src, dst = split_pairs(pairs, num_nodes)
+    return labels, src, dst
 
 
 def rmat_graph(num_nodes, num_edges, feat_dim=64, num_classes=10, homophily=0.7, feat_signal=0.15,
@@ -294,38 +387,15 @@ def rmat_graph(num_nodes, num_edges, feat_dim=64, num_classes=10, homophily=0.7,
     Graph
         ``src``/``dst`` int64 sorted by (src, dst); ``ndata``: feat, label, train/val/test_mask.
     """
-    num_nodes, num_classes, homophily, feat_dim, feat_signal, fractions = _check_common(
-        num_nodes, num_classes, homophily, feat_dim, feat_signal, fractions, seed)
-    num_edges = _check_int("num_edges", num_edges, 1)
-    if num_edges > num_nodes * (num_nodes - 1):
-        raise InputError(None, f"more than the {num_nodes * (num_nodes - 1):,} possible directed edges "
-                         f"of {num_nodes:,} nodes without self loops", "num_edges", num_edges)
-    chunk_edges = _check_int("chunk_edges", chunk_edges, 1)
-    labels = _stream(seed, _LABELS).integers(0, num_classes, size=num_nodes, dtype=np.int64)
-    perm = _stream(seed, _PERM).permutation(num_nodes)  # generation id -> final id
-    scale = max(0, math.ceil(math.log2(num_nodes)))
-    word_tables = [_quadrant_tables(2)] * (scale // 2) + [_quadrant_tables(1)] * (scale % 2)
-    peers = _ClassPeers(labels[perm], _rmat_in_weight(num_nodes, scale), num_classes)
-    spec = (num_nodes, scale, homophily, word_tables, peers, perm, seed)
-    unique, keep_intra = _rmat_unique_keys(num_edges, chunk_edges, spec)
-    del peers, perm
-    rng = _stream(seed, _SUBSET)
-    drop = np.zeros(unique.shape[0], dtype=bool)
-    is_inter = _inter_flags(unique)
-    for group, keep in ((~is_inter, keep_intra), (is_inter, num_edges - keep_intra)):
-        members = np.flatnonzero(group)
-        drop[members[rng.choice(members.shape[0], members.shape[0] - keep, replace=False)]] = True
-    del is_inter, members
-    pairs = unique[~drop]
-    del unique, drop
-    pairs >>= 1
-    src, dst = _split_pairs(pairs, num_nodes)
-    ndata = _node_fields(labels, num_classes, feat_dim, feat_signal, fractions, seed)
+    num_nodes, num_edges, num_classes, homophily, feat_dim, feat_signal, fractions, chunk_edges = check_rmat(
+        num_nodes, num_edges, num_classes, homophily, feat_dim, feat_signal, fractions, seed, chunk_edges)
+    labels, src, dst = rmat_edges(num_nodes, num_edges, num_classes, homophily, seed, chunk_edges, LocalDraw())
+    ndata = node_fields(labels, num_classes, feat_dim, feat_signal, fractions, seed)
     return Graph(num_nodes, src, dst, ndata, name="rmat", source=f"<rmat seed={seed}>").validate()
 
 
-def _split_pairs(pairs, num_nodes, step=1 << 20):
-    """``src * N + dst`` -> (src, dst), in place and in steps so no temporary edge array is made."""
+def split_pairs(pairs, num_nodes, step=1 << 20):
+    """Local. ``src * N + dst`` -> (src, dst), in place and in steps so no temporary edge array is made."""
     src = np.empty_like(pairs)
     for lo in range(0, pairs.shape[0], step):
         part, part_src = pairs[lo:lo + step], src[lo:lo + step]
@@ -429,109 +499,6 @@ def sbm_graph(num_nodes, num_classes=10, avg_degree=10.0, homophily=0.7, feat_di
     pairs = perm[np.concatenate(src_parts)] * num_nodes + perm[np.concatenate(dst_parts)]
     del src_parts, dst_parts
     pairs.sort()
-    src, dst = _split_pairs(pairs, num_nodes)
-    ndata = _node_fields(labels, num_classes, feat_dim, feat_signal, fractions, seed)
+    src, dst = split_pairs(pairs, num_nodes)
+    ndata = node_fields(labels, num_classes, feat_dim, feat_signal, fractions, seed)
     return Graph(num_nodes, src, dst, ndata, name="sbm", source=f"<sbm seed={seed}>").validate()
-
-
-# -------------------------------------------------------------------------------------------- CLI
-
-_FLAGS = {"num_nodes": "--nodes", "num_edges": "--edges", "num_classes": "--classes",
-          "homophily": "--homophily", "feat_dim": "--feat-dim", "feat_signal": "--feat-signal",
-          "fractions": "--split", "seed": "--seed", "avg_degree": "--avg-degree",
-          "chunk_edges": "--chunk-edges"}
-
-_EXAMPLES = """examples:
-  hpcgnn generate rmat --nodes 100000 --edges 2000000 --feat-dim 64 --classes 10 \\
-      --homophily 0.7 --seed 0 --out g.npz
-  hpcgnn generate sbm --nodes 10000 --avg-degree 20 --classes 5 --homophily 0.8 --out sbm.npz
-
-Edge homophily is about h + (1 - h) / classes for rmat (the rest of the edges fall in the same
-class by chance) and exactly h for sbm. The output is written atomically."""
-
-
-def _build_parser():
-    parser = argparse.ArgumentParser(
-        prog="hpcgnn generate", formatter_class=RawDescriptionDefaultsHelpFormatter,
-        description="Write a synthetic node-classification graph (edges, feat, label, masks) as .npz.",
-        epilog=_EXAMPLES)
-    kinds = parser.add_subparsers(dest="kind", required=True, metavar="{rmat,sbm}")
-    for kind, summary, description, homophily_help in (
-            ("rmat", "power-law RMAT graph with planted classes",
-             "Power-law RMAT graph (a,b,c,d = .57,.19,.19,.05) with planted classes.",
-             "probability an edge is planted inside its source's class"),
-            ("sbm", "stochastic block model, blocks = classes",
-             "Stochastic block model with equal-size blocks as classes.",
-             "fraction of edges inside a block")):
-        sub = kinds.add_parser(kind, help=summary, description=description, epilog=_EXAMPLES,
-                               formatter_class=RawDescriptionDefaultsHelpFormatter)
-        sub.add_argument("--nodes", type=int, required=True, help="number of nodes")
-        if kind == "rmat":
-            sub.add_argument("--edges", type=int, required=True, help="unique directed edges to keep")
-        else:
-            sub.add_argument("--avg-degree", type=float, required=True,
-                             help="directed edges per node (edges = round(avg_degree * nodes))")
-        sub.add_argument("--classes", type=int, default=10, help="number of classes (default 10)")
-        sub.add_argument("--homophily", type=float, default=0.7, help=f"{homophily_help} (default 0.7)")
-        sub.add_argument("--feat-dim", type=int, default=64, help="feature width (default 64)")
-        sub.add_argument("--feat-signal", type=float, default=0.15,
-                         help="class centroid scale against unit noise (default 0.15)")
-        sub.add_argument("--split", default="0.6,0.2,0.2", metavar="TRAIN,VAL,TEST",
-                         help="node fractions of the three masks (default 0.6,0.2,0.2)")
-        sub.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-        if kind == "rmat":
-            sub.add_argument("--chunk-edges", type=int, default=4_000_000, metavar="N",
-                             help="raw edges per vectorised step; bounds working memory, not the "
-                             "result (default 4000000)")
-        sub.add_argument("--compress", action="store_true", help="zip-compress the arrays (slower)")
-        sub.add_argument("--out", required=True, help="output .npz path")
-    return parser
-
-
-def _check_output(path):
-    """Fail before generating if the .npz could not be written."""
-    path = os.path.abspath(path)
-    if os.path.isdir(path):
-        raise InputError(path, "is a directory, expected a file path", "--out", path)
-    parent = os.path.dirname(path)
-    existing = parent
-    while not os.path.exists(existing):
-        existing = os.path.dirname(existing)
-    if not os.path.isdir(existing) or not os.access(existing, os.W_OK | os.X_OK):
-        raise InputError(path, "output directory is not writable", "--out", parent)
-    return path
-
-
-@entry_point("hpcgnn generate", collective=False)
-def main(argv=None):
-    """Local. ``hpcgnn generate rmat|sbm ...``: generate a graph, write it as .npz, print a summary."""
-    args = _build_parser().parse_args(argv)
-    check_single_process()
-    out = _check_output(args.out)
-    started = time.perf_counter()
-    try:
-        split = tuple(float(part) for part in args.split.split(","))
-    except ValueError:
-        raise InputError(None, "must be three comma-separated numbers", "--split", args.split) from None
-    common = dict(num_nodes=args.nodes, num_classes=args.classes, homophily=args.homophily,
-                  feat_dim=args.feat_dim, feat_signal=args.feat_signal, fractions=split, seed=args.seed)
-    try:
-        if args.kind == "rmat":
-            graph = rmat_graph(num_edges=args.edges, chunk_edges=args.chunk_edges, **common)
-        else:
-            graph = sbm_graph(avg_degree=args.avg_degree, **common)
-    except InputError as exc:
-        if exc.path is None and exc.field in _FLAGS:
-            raise InputError(None, exc.problem, _FLAGS[exc.field], exc.value) from None
-        raise
-    try:
-        write_npz(graph, out, compress=args.compress)
-    except OSError as exc:
-        raise InputError(out, f"cannot write the output ({exc.strerror or exc})", "--out", out) from None
-    label = graph.ndata["label"]
-    homophily = float(np.mean(label[graph.src] == label[graph.dst]))
-    degree = np.bincount(graph.src, minlength=graph.num_nodes)
-    degree += np.bincount(graph.dst, minlength=graph.num_nodes)
-    print(f"{args.kind}: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, edge homophily "
-          f"{homophily:.3f}, max degree {int(degree.max()):,}, {time.perf_counter() - started:.1f} s "
-          f"-> {out}", flush=True)

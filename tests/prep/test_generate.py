@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from hpcgnn.prep.generate import main, rmat_graph, sbm_graph
+from hpcgnn.generate import main
+from hpcgnn.prep.generate import rmat_graph, sbm_graph
 from hpcgnn.prep.read.npz import read_npz
 from hpcgnn.runtime.errors import InputError
 

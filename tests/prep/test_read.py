@@ -403,7 +403,7 @@ def test_detect_format(tmp_path):
     for path, expected in cases.items():
         assert detect_format(path) == expected, path
     assert read_graph(tmp_path / "plan" / "cora").num_nodes == 9
-    all_formats = "npz, edgelist, planetoid, shchur, ogb, mat, heterophily"
+    all_formats = "npz, h5graph, edgelist, planetoid, shchur, ogb, mat, heterophily"
     with pytest.raises(InputError, match=r"x\.bin: field 'format': cannot tell .*" + all_formats):
         detect_format(write(tmp_path / "x.bin", "\x00\x01 binary\n"))
     with pytest.raises(InputError, match=r"missing\.csv: file not found"):
@@ -436,6 +436,6 @@ def test_reader_arguments(tmp_path):
     args = parser.parse_args(["g.npz", "--format", "npz", "--delimiter", "tab"])
     with pytest.raises(InputError, match=r"g\.npz: field '--delimiter': option does not apply to format npz"):
         reader_options(args, args.input)
-    assert set(FORMATS) == {"npz", "edgelist", "planetoid", "shchur", "ogb", "mat", "heterophily"}
+    assert set(FORMATS) == {"npz", "h5graph", "edgelist", "planetoid", "shchur", "ogb", "mat", "heterophily"}
     with pytest.raises(SystemExit):
         parser.parse_args(["x", "--header", "--no-header"])

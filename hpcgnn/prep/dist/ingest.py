@@ -5,7 +5,8 @@ without loading it: each array of an uncompressed archive is memory-mapped where
 the zip file and rank ``r`` copies rows ``[r E / K, (r+1) E / K)`` of ``src``/``dst`` and its
 block of every node field; a compressed member is streamed, keeping only the rank's rows. The
 edges then move to the ranks owning their destinations (:class:`SpreadGraph`). Any other
-format is read by rank 0 with the serial readers and dealt out the same way.
+format is read by rank 0 with the serial readers and dealt out the same way, except the
+graph file (``.h5``), read by rows like the ``.npz``.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import numpy as np
 from hpcgnn.prep.dist.blocks import block_starts, owner_of, send_to_owners
 from hpcgnn.prep.dist.spread import SpreadGraph, to_destination_owners, validate
 from hpcgnn.prep.graph import Graph
+from hpcgnn.prep.read.h5graph import H5GraphArrays
 from hpcgnn.runtime.comm import mpi
 from hpcgnn.runtime.errors import InputError
 
@@ -73,6 +75,9 @@ class NpzArrays:
     def keys(self):
         return list(self.members)
 
+    def __contains__(self, key):
+        return key in self.members
+
     def shape(self, key) -> tuple:
         return self.members[key][1]
 
@@ -105,23 +110,46 @@ class NpzArrays:
 def read_npz_spread(comm, path, name=None) -> SpreadGraph:
     """Collective over comm. Read a generic ``.npz`` graph, each rank its slice (see module
     docstring); the result is validated as the serial reader validates a Graph."""
-    arrays = NpzArrays(path)
-    where = arrays.path
+    return read_arrays_spread(comm, NpzArrays(path), name)
+
+
+def read_h5graph_spread(comm, path, name=None) -> SpreadGraph:
+    """Collective over comm. Read a graph file (:mod:`hpcgnn.prep.read.h5graph`), each rank its
+    chunks; validated as :func:`read_npz_spread` validates."""
+    with H5GraphArrays(path) as arrays:
+        stored = arrays.h5.attrs.get("name")
+        stored = stored.decode() if isinstance(stored, bytes) else stored
+        return read_arrays_spread(comm, arrays, name or stored)
+
+
+def edge_count(arrays) -> int:
+    """Local. The number of edges of ``arrays``, once ``src``/``dst`` are checked: present,
+    1-D integer arrays of one length, not empty."""
     for key in ("src", "dst"):
-        if key not in arrays.members:
-            raise InputError(where, "missing required array", key)
+        if key not in arrays:
+            raise InputError(arrays.path, "missing required array", key)
         if len(arrays.shape(key)) != 1 or not np.issubdtype(arrays.dtype(key), np.integer):
-            raise InputError(where, "must be a 1-D integer array", key, f"{arrays.dtype(key)}{list(arrays.shape(key))}")
+            raise InputError(arrays.path, "must be a 1-D integer array", key,
+                             f"{arrays.dtype(key)}{list(arrays.shape(key))}")
     num_edges = arrays.shape("src")[0]
     if arrays.shape("dst")[0] != num_edges:
-        raise InputError(where, "src and dst lengths differ", "dst", f"{arrays.shape('dst')[0]} vs {num_edges}")
+        raise InputError(arrays.path, "src and dst lengths differ", "dst", f"{arrays.shape('dst')[0]} vs {num_edges}")
     if num_edges == 0:
-        raise InputError(where, "graph has no edges", "src", 0)
+        raise InputError(arrays.path, "graph has no edges", "src", 0)
+    return num_edges
+
+
+def read_arrays_spread(comm, arrays, name=None) -> SpreadGraph:
+    """Collective over comm. The graph held by ``arrays`` (:class:`NpzArrays` or
+    :class:`~hpcgnn.prep.read.h5graph.H5GraphArrays`: generic ``.npz`` keys read by rows), each
+    rank its slice of the edges and its block of the nodes."""
+    where = arrays.path
+    num_edges = edge_count(arrays)
     lo, hi = block_starts(num_edges, comm.size)[comm.rank:comm.rank + 2]
     src = arrays.rows("src", lo, hi).astype(np.int64, copy=False)
     dst = arrays.rows("dst", lo, hi).astype(np.int64, copy=False)
-    num_nodes = _num_nodes(comm, arrays, src, dst)
-    _check_ids(comm, where, num_nodes, src, dst)
+    num_nodes = count_nodes(comm, arrays, src, dst)
+    check_ids(comm, where, num_nodes, src, dst)
     starts = block_starts(num_nodes, comm.size)
     first, end = starts[comm.rank:comm.rank + 2]
     ndata, edata = {}, {}
@@ -141,8 +169,10 @@ def read_npz_spread(comm, path, name=None) -> SpreadGraph:
     return validate(comm, to_destination_owners(comm, graph))
 
 
-def _num_nodes(comm, arrays, src, dst) -> int:
-    if "num_nodes" in arrays.members:
+def count_nodes(comm, arrays, src, dst) -> int:
+    """Collective over comm. The graph's ``num_nodes`` scalar, else the largest id in any
+    rank's ``src``/``dst`` rows plus one."""
+    if "num_nodes" in arrays:
         raw = arrays.rows("num_nodes", 0, 1)
         if raw.ndim != 0 or not np.issubdtype(raw.dtype, np.integer):
             raise InputError(arrays.path, "must be an integer scalar", "num_nodes", raw)
@@ -155,8 +185,8 @@ def _num_nodes(comm, arrays, src, dst) -> int:
     return count
 
 
-def _check_ids(comm, where, num_nodes, src, dst):
-    """The serial reader's id checks, on the global minimum and maximum (so every rank raises
+def check_ids(comm, where, num_nodes, src, dst):
+    """Collective over comm. The serial reader's id checks, on the global minimum and maximum (so every rank raises
     the same error)."""
     for key, ids in (("src", src), ("dst", dst)):
         lowest = int(comm.allreduce(int(ids.min(initial=0)), op=mpi().MIN))

@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from hpcgnn.prep.dist.cleanup import prepare
-from hpcgnn.prep.dist.ingest import read_npz_spread, spread_graph
+from hpcgnn.prep.dist.ingest import read_h5graph_spread, read_npz_spread, spread_graph
 from hpcgnn.prep.dist.multilevel import DEFAULT_COARSE_NODES, multilevel_parts, undirected_level
 from hpcgnn.prep.dist.spread import SpreadGraph
 from hpcgnn.prep.dist.write import write_spread
@@ -42,11 +42,12 @@ def check_options(args):
 
 
 def read_spread(comm, args) -> tuple[SpreadGraph, str]:
-    """Collective over comm. The input, spread by destination: a generic .npz read in slices by
-    every rank, any other format read by rank 0 and dealt out."""
+    """Collective over comm. The input, spread by destination: a generic .npz or a graph file
+    read in slices by every rank, any other format read by rank 0 and dealt out."""
     fmt_name = args.format or detect_format(args.input)
-    if fmt_name == "npz":
-        graph = read_npz_spread(comm, args.input, args.name)
+    if fmt_name in ("npz", "h5graph"):
+        read = read_npz_spread if fmt_name == "npz" else read_h5graph_spread
+        graph = read(comm, args.input, args.name)
     else:
         whole = read_graph(args.input, format=fmt_name, **reader_options(args, args.input)) if comm.rank == 0 else None
         graph = spread_graph(comm, whole)

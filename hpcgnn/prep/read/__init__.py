@@ -17,6 +17,7 @@ import zipfile
 import zlib
 
 from hpcgnn.prep.read.edgelist import read_edgelist, sniff_edgelist
+from hpcgnn.prep.read.h5graph import is_h5graph, read_h5graph, write_h5graph
 from hpcgnn.prep.read.heterophily import read_heterophily
 from hpcgnn.prep.read.mat import read_mat
 from hpcgnn.prep.read.nodetable import join_node_table
@@ -28,9 +29,9 @@ from hpcgnn.prep.read.planetoid import locate_planetoid, read_planetoid
 from hpcgnn.prep.read.shchur import ADJACENCY_PREFIXES, read_shchur
 from hpcgnn.runtime.errors import InputError
 
-FORMATS = ("npz", "edgelist", "planetoid", "shchur", "ogb", "mat", "heterophily")
+FORMATS = ("npz", "h5graph", "edgelist", "planetoid", "shchur", "ogb", "mat", "heterophily")
 EDGELIST_EXTENSIONS = (".csv", ".tsv", ".txt", ".edges", ".el")
-_READERS = {"npz": read_npz, "edgelist": read_edgelist, "planetoid": read_planetoid,
+_READERS = {"npz": read_npz, "h5graph": read_h5graph, "edgelist": read_edgelist, "planetoid": read_planetoid,
             "shchur": read_shchur, "ogb": read_ogb_any, "mat": read_mat, "heterophily": read_heterophily}
 # Reader keyword -> (command-line flag, default, attribute on the argparse namespace).
 _FLAGS = {"delimiter": ("--delimiter", None, "delimiter"), "header": ("--header", None, "header"),
@@ -49,15 +50,15 @@ _NODE_TABLE_OPTIONS = ("node_table", "label_column", "table_features")
 # What parsers (numpy, zipfile, gzip, pickle, csv) raise on a truncated, empty or foreign file.
 _PARSE_ERRORS = (EOFError, OSError, ValueError, KeyError, IndexError, TypeError, AttributeError,
                  zipfile.BadZipFile, zlib.error, pickle.UnpicklingError)
-_FORMAT_OPTIONS = {"npz": (), "planetoid": (), "shchur": (), "ogb": ("split",),
+_FORMAT_OPTIONS = {"npz": (), "h5graph": (), "planetoid": (), "shchur": (), "ogb": ("split",),
                    "edgelist": ("delimiter", "header", "id_base", "num_nodes", "relabel") + _NODE_TABLE_OPTIONS,
                    "mat": ("adjacency_var", "attributes_var", "labels_var", "features_var", "label_column",
                            "table_features"),
                    "heterophily": ("split_index",)}
 
 __all__ = ["FORMATS", "add_reader_arguments", "detect_format", "join_node_table", "read_edgelist", "read_graph",
-           "read_heterophily", "read_mat", "read_npz", "read_ogb", "read_ogb_link", "read_planetoid", "read_shchur",
-           "reader_options", "write_npz"]
+           "read_h5graph", "read_heterophily", "read_mat", "read_npz", "read_ogb", "read_ogb_link", "read_planetoid",
+           "read_shchur", "reader_options", "write_h5graph", "write_npz"]
 
 
 def _formats_hint():
@@ -86,9 +87,10 @@ def detect_format(path) -> str:
         prefix with ``ind.<name>.graph`` is ``planetoid``; a ``.npz`` with ``src``/``dst`` is
         ``npz``, one with ``adj_*`` or ``adj_matrix.*`` arrays or an ``adj_matrix`` is
         ``shchur`` and one with ``edges`` and ``node_features``/``node_labels`` is
-        ``heterophily``; a ``.mat`` is ``mat``; ``.csv``, ``.tsv``, ``.txt``, ``.edges``,
-        ``.el`` (optionally ``.gz``) are ``edgelist``, and so is any other file whose first
-        lines read as one (``sniff_edgelist``: ``graph.dat``, ``graph``).
+        ``heterophily``; a ``.h5``/``.hdf5`` graph file is ``h5graph``; a ``.mat`` is ``mat``;
+        ``.csv``, ``.tsv``, ``.txt``, ``.edges``, ``.el`` (optionally ``.gz``) are
+        ``edgelist``, and so is any other file whose first lines read as one
+        (``sniff_edgelist``: ``graph.dat``, ``graph``).
 
     Raises
     ------
@@ -120,6 +122,11 @@ def detect_format(path) -> str:
         return _npz_format(path, keys)
     if base.endswith(".mat"):
         return "mat"
+    if base.endswith((".h5", ".hdf5")):
+        if is_h5graph(path):
+            return "h5graph"
+        raise InputError(path, "is not a hpcgnn graph file (an HDF5 graph is written by hpcgnn convert or "
+                         f"hpcgnn generate); {_formats_hint()}", "format", "h5graph")
     stem = base[:-3] if base.endswith(".gz") else base
     extension = os.path.splitext(stem)[1]
     if extension in EDGELIST_EXTENSIONS or sniff_edgelist(path):
