@@ -20,7 +20,7 @@ $(STAMP): setup.py pyproject.toml cython/*.pyx cython/*.h
 	else \
 	    $(PIP) install -q mpich mpi4py; \
 	fi
-	$(PIP) install -q numpy scipy h5py pymetis cython tqdm pytest ruff matplotlib psutil pyyaml
+	$(PIP) install -q numpy scipy h5py pymetis cython tqdm pytest ruff matplotlib psutil pyyaml kaminpar
 	$(PIP) install -q --no-build-isolation -e .
 	touch $(STAMP)
 

@@ -24,5 +24,6 @@ setup(
                                                                           "wraparound": False}),
     python_requires=">=3.11",
     install_requires=["numpy>=1.24", "scipy", "h5py", "pymetis", "mpi4py>=3.1", "tqdm", "psutil", "pyyaml"],
+    extras_require={"kaminpar": ["kaminpar"]},  # --method kaminpar
     entry_points={"console_scripts": ["hpcgnn = hpcgnn.cli:program"]},
 )

@@ -10,6 +10,7 @@ partition_graph with train-mask and edge balancing), interleaved in one run.
     python bench/partition.py --dgl --dgl-setup      # side by side with DGL
     python bench/partition.py --nodes 100000 --edges 2000000 --feat-dim 64 --classes 10
     python bench/partition.py --multilevel-ranks 1,2,4 --no-full   # the distributed pipeline beside it
+    python bench/partition.py --kaminpar --no-full    # KaMinPar beside METIS, one balance constraint
 
 ``--multilevel-ranks`` adds ``mpiexec -n R hpcgnn partition --method multilevel`` rows: every rank
 reads a slice, symmetrizes and partitions with the graph spread over the ranks; its peak RSS is
@@ -25,12 +26,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
 
-def run_hpcgnn(graph, parts, out, keep_degree):
+def run_hpcgnn(graph, parts, out, keep_degree, extra=(), tool=None):
     shutil.rmtree(out, ignore_errors=True)
     wall, rss, _ = common.timed(common.hpcgnn_cmd(
         "partition", graph, "--parts", str(parts), "--symmetrize", "--out", out,
-        "--keep-degree", str(keep_degree)))
-    row = _row(out, f"hpcgnn keep-degree={keep_degree:g}", parts, wall, rss)
+        "--keep-degree", str(keep_degree), *extra))
+    row = _row(out, tool or f"hpcgnn keep-degree={keep_degree:g}", parts, wall, rss)
     shutil.rmtree(out, ignore_errors=True)
     return row
 
@@ -96,6 +97,8 @@ def main():
     parser.add_argument("--dgl-setup", action="store_true", help="build DGL's virtualenv if missing")
     parser.add_argument("--multilevel-ranks", default="",
                         help="also run --method multilevel under mpiexec with each of these rank counts")
+    parser.add_argument("--kaminpar", action="store_true",
+                        help="add --method kaminpar beside METIS, both balancing node counts only")
     parser.add_argument("--json", help="write all rows here")
     args = parser.parse_args()
 
@@ -123,6 +126,16 @@ def main():
         if not args.no_full:
             rows.append(run_hpcgnn(graph, parts, out, 0))
             show(rows[-1])
+        if args.kaminpar:
+            rows.append(run_hpcgnn(graph, parts, out, 16, ("--balance", "nodes"), "hpcgnn metis, balance nodes"))
+            show(rows[-1])
+            rows.append(run_hpcgnn(graph, parts, out, 16, ("--method", "kaminpar"), "hpcgnn kaminpar, balance nodes"))
+            show(rows[-1])
+            metis, kaminpar = rows[-2], rows[-1]
+            print(f"# kaminpar / metis (both balancing nodes) at {parts} parts: cut "
+                  f"{kaminpar['cut_pct'] / metis['cut_pct']:.3f}, partition "
+                  f"{kaminpar['partition_s'] / metis['partition_s']:.2f}, peak RSS "
+                  f"{kaminpar['peak_rss_GiB'] / metis['peak_rss_GiB']:.2f}", flush=True)
         serial = next(r for r in rows if r["tool"] == "hpcgnn keep-degree=16" and r["parts"] == parts)
         for ranks in [int(r) for r in args.multilevel_ranks.split(",") if r]:
             rows.append(run_multilevel(graph, parts, out, ranks))

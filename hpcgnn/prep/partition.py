@@ -27,6 +27,7 @@ from hpcgnn.prep.edge_split import (
 )
 from hpcgnn.prep.feat_dtype import FEAT_DTYPES, encode, encoding_of
 from hpcgnn.prep.graph import ORIG_ID, Graph
+from hpcgnn.prep.kaminpar import part_graph_kaminpar
 from hpcgnn.prep.metis import part_graph_kway
 from hpcgnn.prep.part_files import dataset_meta, field_specs, part_stats, write_part_file
 from hpcgnn.prep.read import add_reader_arguments, detect_format, read_graph, reader_options
@@ -38,7 +39,7 @@ from hpcgnn.runtime.help_format import DefaultsHelpFormatter
 from hpcgnn.runtime.launch import launcher_tasks, start_world
 from hpcgnn.runtime.stages import StageLog, silent
 
-METHODS = ("metis", "random", "multilevel")
+METHODS = ("metis", "random", "multilevel", "kaminpar")
 
 
 def build_csc(graph: Graph):
@@ -89,13 +90,14 @@ DEFAULT_KEEP_DEGREE = 16
 
 
 def assign_parts(graph: Graph, csc, num_parts: int, method: str = "metis", seed: int = 0,
-                 keep_degree: float = DEFAULT_KEEP_DEGREE, balance=DEFAULT_BALANCE):
+                 keep_degree: float = DEFAULT_KEEP_DEGREE, balance=DEFAULT_BALANCE, scratch_parent="."):
     """Local. The part of every node, and a description of how it was chosen.
 
     ``metis`` minimises the edge cut of the undirected graph under balance constraints on
     the quantities named by ``balance`` (default: node count, in-degree and train/val/test
-    membership); ``random`` deals nodes out in equal shares from a seeded permutation (the
-    baseline).
+    membership); ``kaminpar`` minimises it with KaMinPar on every core of the node, balancing
+    one quantity (:mod:`hpcgnn.prep.kaminpar`, its scratch file under ``scratch_parent``);
+    ``random`` deals nodes out in equal shares from a seeded permutation (the baseline).
 
     Before METIS, edges between two nodes of degree above ``keep_degree`` are thinned
     (``_csr.sparsify_symmetric``; 0 disables it). On power-law graphs this hands METIS a
@@ -117,6 +119,9 @@ def assign_parts(graph: Graph, csc, num_parts: int, method: str = "metis", seed:
     else:
         xadj, adjncy = _csr.symmetric_adjacency(indptr, indices, graph.num_nodes)
     undirected_edges = adjncy.shape[0] // 2
+    if method == "kaminpar":
+        info.update(constraints=names, undirected_edges=int(undirected_edges))
+        return part_graph_kaminpar(xadj, adjncy, num_parts, weights, seed, scratch_parent=scratch_parent), info
     if keep_degree > 0:
         xadj, adjncy = _csr.sparsify_symmetric(xadj, adjncy, keep_degree, seed)
     info.update(constraints=names, keep_degree=keep_degree, undirected_edges=int(undirected_edges),
@@ -233,7 +238,8 @@ def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis"
         log(f"in-edge CSC: {graph.num_nodes:,} nodes, {csc[1].shape[0]:,} edges")
         if release_input:
             graph.src = graph.dst = np.empty(0, dtype=np.int64)
-        parts, info = assign_parts(graph, csc, num_parts, method, seed, keep_degree, balance)
+        parts, info = assign_parts(graph, csc, num_parts, method, seed, keep_degree, balance,
+                                   scratch_parent=os.path.dirname(os.path.abspath(out_dir)))
         log(f"{method} assignment: {num_parts} parts" + (
             f", METIS given {info['metis_edges']:,} of {info['undirected_edges']:,} undirected edges"
             if "metis_edges" in info else ""))
@@ -333,15 +339,17 @@ def build_parser():
                         help="metis: min edge cut under the --balance constraints, read and partitioned on "
                              "rank 0; random: baseline; multilevel: every rank reads a slice, cleans and "
                              "partitions with the graph spread over the ranks (coarsened until METIS "
-                             "fits one rank), for graphs one node cannot hold")
+                             "fits one rank), for graphs one node cannot hold; kaminpar: KaMinPar on every "
+                             "core of rank 0's node (pip install kaminpar), one --balance quantity")
     parser.add_argument("--coarse-nodes", type=int, default=None, metavar="N",
                         help="multilevel: coarsen toward N vertices, then run METIS on rank 0 (rank 0's memory "
                              "grows with N, the cut falls; clusters stay light enough for METIS to balance, "
                              "so coarsening may stop above N) (default 100000)")
-    parser.add_argument("--balance", type=parse_balance, default=DEFAULT_BALANCE, metavar="LIST",
+    parser.add_argument("--balance", type=parse_balance, default=None, metavar="LIST",
                         help=f"what METIS keeps within 3%% across parts, any of {','.join(BALANCE_CHOICES)} "
                              "(fewer constraints cut fewer edges; in_degree evens the edges each rank "
-                             "samples from: see the README's Partitioning section) (default: all)")
+                             "samples from: see the README's Partitioning section) (default: all; nodes with "
+                             "--method kaminpar, which balances one)")
     parser.add_argument("--seed", type=int, default=0, help="seed of METIS or of the random method")
     parser.add_argument("--keep-degree", type=float, default=DEFAULT_KEEP_DEGREE,
                         help="before METIS, thin edges between nodes both of degree above this "
@@ -397,6 +405,11 @@ def main(argv=None):
     out_dir = os.path.abspath(args.out)
     graph, source = None, None
     log = StageLog("partition", enabled=rank == 0)
+    if args.balance is None:
+        args.balance = ("nodes",) if args.method == "kaminpar" else DEFAULT_BALANCE
+    elif args.method == "kaminpar" and len(args.balance) > 1:
+        raise InputError(None, "KaMinPar balances one quantity: name one (nodes, in_degree, train, val or test)",
+                         "--balance", ",".join(args.balance))
     if args.method == "multilevel":
         return _main_distributed(args, comm, out_dir, log)
     if args.coarse_nodes is not None:
