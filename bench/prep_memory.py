@@ -1,11 +1,11 @@
 """Memory of the distributed partitioning pipeline, stage by stage, per input edge.
 
-Each rank traces its numpy allocations (``tracemalloc``) through the stages of ``hpcgnn
-partition --method multilevel --symmetrize``: reading its slice of a graph file, the clean-up
-(symmetrize + dedup), the finest level of the multilevel scheme, and coarsening + METIS +
-refinement. Printed per stage: what is held after it and its peak, in bytes per input edge of
-the rank (the largest rank's), and what that peak means for seed 004's graph (125M input
-edges, 250M once symmetrized) on this machine's ranks.
+Each rank traces its numpy allocations (``tracemalloc``) through ``hpcgnn partition --method
+multilevel --symmetrize`` (the pipeline itself, marked at each line it logs): reading its
+slice of a graph file, symmetrize + dedup, each coarsening level, METIS, refinement and the
+writing. Printed per stage: what is held after it and the peak since the previous mark, in
+bytes per input edge of the rank (the largest rank's), and what that peak means for seed
+004's graph (125M input edges, 250M once symmetrized) summed over the ranks.
 
     python bench/prep_memory.py                       # RMAT 200k nodes / 5M edges, 2 ranks
     python bench/prep_memory.py --nodes 1000000 --edges 25000000 --ranks 2,4
@@ -13,43 +13,41 @@ edges, 250M once symmetrized) on this machine's ranks.
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
-STAGES = ("read", "clean-up", "finest level", "multilevel")
 SCALE_INPUT_EDGES = 125_000_000
 
 RANK_SCRIPT = r"""
 import json, sys, tracemalloc
 from mpi4py import MPI
-from hpcgnn.prep.dist.cleanup import prepare
-from hpcgnn.prep.dist.ingest import read_h5graph_spread
-from hpcgnn.prep.dist.multilevel import multilevel_parts, undirected_level
-from hpcgnn.prep.dist.pipeline import balance_columns
-from hpcgnn.prep.partition import DEFAULT_BALANCE
+from hpcgnn.prep.dist.pipeline import partition_distributed
+from hpcgnn.prep.partition import DEFAULT_BALANCE, build_parser
 comm = MPI.COMM_WORLD
-tracemalloc.start()
+args = build_parser().parse_args([sys.argv[1], "--parts", sys.argv[2], "--symmetrize", "--method", "multilevel",
+                                  "--out", sys.argv[3], "--force"])
+args.balance = DEFAULT_BALANCE
 marks = []
-def mark():
+def mark(line):
     current, peak = tracemalloc.get_traced_memory()
-    marks.append((current, peak))
+    marks.append((line.split(" ")[0] if line.startswith("read ") else line.split(":")[0][:40], current, peak))
     tracemalloc.reset_peak()
-graph = read_h5graph_spread(comm, sys.argv[1])
-input_edges = graph.num_edges(comm) / comm.size
-mark()
-graph = prepare(comm, graph, symmetrize_edges=True)
-mark()
-weights, _ = balance_columns(comm, graph, DEFAULT_BALANCE)
-level = undirected_level(comm, graph.starts, graph.src, graph.dst, weights, True)
-mark()
-multilevel_parts(comm, level, int(sys.argv[2]))
-mark()
-every = comm.gather([[c / input_edges, p / input_edges] for c, p in marks], root=0)
-if comm.rank == 0:
-    print(json.dumps([[max(r[i][j] for r in every) for j in range(2)] for i in range(len(marks))]))
+tracemalloc.start()
+partition_distributed(comm, args, sys.argv[3], log=mark)
+mark("to the end")
+edges = float(sys.argv[4]) / comm.size  # input edges per rank
+every = comm.gather(marks, root=0)
+if comm.rank == 0:  # a stage only rank 0 logs (the writing) counts in the others' next mark
+    rows = {}
+    for rank_marks in every:
+        for stage, current, peak in rank_marks:
+            held, top = rows.get(stage, (0, 0))
+            rows[stage] = (max(held, current / edges), max(top, peak / edges))
+    print(json.dumps([[stage, *rows[stage]] for stage, _, _ in marks]))
 """
 
 
@@ -74,13 +72,15 @@ def main():
     print("| ranks | stage | held after | peak | peak for 125M input edges, all ranks |\n|---|---|---|---|---|")
     rows = []
     for ranks in [int(r) for r in args.ranks.split(",")]:
-        out = subprocess.run([mpiexec, "-n", str(ranks), sys.executable, "-c", RANK_SCRIPT, graph, str(args.parts)],
+        out_dir = os.path.join(common.WORK, "prep_memory_parts")
+        out = subprocess.run([mpiexec, "-n", str(ranks), sys.executable, "-c", RANK_SCRIPT, graph, str(args.parts),
+                              out_dir, str(args.edges)],
                              check=True, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
-        marks = json.loads(out.stdout.strip().splitlines()[-1])
-        for stage, (held, peak) in zip(STAGES, marks):
+        for stage, held, peak in json.loads(out.stdout.strip().splitlines()[-1]):
             rows.append({"ranks": ranks, "stage": stage, "held_B_per_edge": held, "peak_B_per_edge": peak})
             print(f"| {ranks} | {stage} | {held:.0f} | {peak:.0f} | {peak * SCALE_INPUT_EDGES / 2**30:.1f} GiB |",
                   flush=True)
+        shutil.rmtree(out_dir, ignore_errors=True)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"machine": common.machine_info(), "rows": rows}, fh, indent=1)

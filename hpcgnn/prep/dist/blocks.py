@@ -100,7 +100,10 @@ class Ghosts:
     def __init__(self, comm, ids, starts):
         self.comm = comm
         self.starts = starts
-        unique, self.index = np.unique(np.asarray(ids, dtype=np.int64), return_inverse=True)
+        unique, index = np.unique(np.asarray(ids, dtype=np.int64), return_inverse=True)
+        # one entry per edge, kept for every round: half the bytes while the ids allow
+        self.index = index.astype(np.int32) if unique.shape[0] < 2**31 else index
+        del index
         self.order, self.send, self.recv = _route(comm, owner_of(unique, starts))
         self.asked = exchange(comm, unique[self.order], self.send, self.recv) - starts[comm.rank]
         self.num_unique = unique.shape[0]

@@ -32,36 +32,57 @@ def remove_self_loops(graph: SpreadGraph) -> SpreadGraph:
     return graph if keep.all() else graph.with_edges(keep=np.flatnonzero(keep))
 
 
-def dedup(graph: SpreadGraph) -> SpreadGraph:
+def dedup(graph: SpreadGraph, consume=False) -> SpreadGraph:
     """Local. One edge per (src, dst): the one of lowest ``eid``; edges come out in CSC order
     (by destination, then source). Every copy of a pair is on its destination's rank.
 
     An O(E) counting sort by destination and a sort of each node's sources (the CSR kernels),
-    not a sort of all E pairs: the edges arrive in ``eid`` order (each rank read a contiguous
-    slice, and exchanges keep the senders' order), so the first copy in the array is the
-    lowest."""
+    not a sort of all E pairs. Without edge fields the kernel ranks copies by ``eid`` itself;
+    with them it ranks by position, so the edges are first put in ``eid`` order (they arrive
+    in it unless symmetrize appended reverse copies). ``consume`` releases the input's edge
+    arrays as soon as they are read."""
     if graph.num_local_edges == 0:
         return graph
-    if (np.diff(graph.eid) < 0).any():
+    by_position = bool(graph.edata)
+    if by_position and (np.diff(graph.eid) < 0).any():
         graph = graph.with_edges(keep=np.argsort(graph.eid, kind="stable"))
     rank = int(owner_of(graph.dst[:1], graph.starts)[0])
     first, end = graph.block(rank)
-    indptr, cols, perm = _csr.coo_to_csr(graph.dst - first, graph.src, end - first)
-    indptr = _csr.dedup_rows(indptr, cols, perm)
-    return graph.with_edges(keep=perm[:int(indptr[-1])])
+    indptr, src, order = _csr.coo_to_csr(graph.dst - first, graph.src, end - first)
+    if not by_position:
+        order = graph.eid[order]  # rank copies by eid; the kept eids are the result's
+    eid, edata = graph.eid, graph.edata
+    if consume:
+        graph.release_edges()
+    indptr = _csr.dedup_rows(indptr, src, order)
+    kept = int(indptr[-1])
+    dst = first + np.repeat(np.arange(end - first, dtype=np.int64), np.diff(indptr))
+    if by_position:
+        eid, edata = eid[order[:kept]], {k: v[order[:kept]] for k, v in edata.items()}
+    else:
+        eid = order[:kept]
+    return SpreadGraph(graph.num_nodes, graph.starts, src[:kept], dst, eid, graph.ndata, edata, graph.name,
+                       graph.source, graph.symmetric, graph.input_edges)
 
 
-def symmetrize(comm, graph: SpreadGraph) -> SpreadGraph:
+def symmetrize(comm, graph: SpreadGraph, consume=False) -> SpreadGraph:
     """Collective over comm. Add the reverse of every edge (it carries the edge's fields, and
-    ``eid`` ``input_edges + eid`` so a forward copy wins over a reverse one) and dedup."""
+    ``eid`` ``input_edges + eid`` so a forward copy wins over a reverse one) and dedup;
+    ``consume`` releases the input's edge arrays once they are copied."""
     names = list(graph.edata)
-    back = send_to_owners(comm, owner_of(graph.src, graph.starts), graph.dst, graph.src,
-                          graph.eid + graph.input_edges, *(graph.edata[k] for k in names))
-    both = graph.with_edges(src=np.concatenate([graph.src, back[0]]), dst=np.concatenate([graph.dst, back[1]]),
-                            eid=np.concatenate([graph.eid, back[2]]),
-                            edata={k: np.concatenate([graph.edata[k], v]) for k, v in zip(names, back[3:])},
-                            symmetric=True)
-    return dedup(both)
+    back = list(send_to_owners(comm, owner_of(graph.src, graph.starts), graph.dst, graph.src,
+                               graph.eid + graph.input_edges, *(graph.edata[k] for k in names)))
+    forward = [graph.src, graph.dst, graph.eid, *(graph.edata[k] for k in names)]
+    if consume:
+        graph.release_edges()
+    both = []
+    for i in range(len(forward)):  # one array at a time, each pair freed once joined
+        both.append(np.concatenate([forward[i], back[i]]))
+        forward[i] = back[i] = None
+    joined = graph.with_edges(src=both[0], dst=both[1], eid=both[2], edata=dict(zip(names, both[3:])),
+                              symmetric=True)
+    del both
+    return dedup(joined, consume=True)
 
 
 def component_roots(comm, graph: SpreadGraph, max_rounds=10_000) -> np.ndarray:
@@ -117,17 +138,18 @@ def largest_component(comm, graph: SpreadGraph) -> SpreadGraph:
 
 
 def prepare(comm, graph: SpreadGraph, symmetrize_edges=False, drop_self_loops=False, dedup_edges=False,
-            largest_cc=False, log=silent) -> SpreadGraph:
+            largest_cc=False, log=silent, consume=False) -> SpreadGraph:
     """Collective over comm. The clean-up options in the serial order (self loops, symmetrize
-    or dedup, largest component); ``log(line)`` after each step that ran."""
+    or dedup, largest component); ``log(line)`` after each step that ran. ``consume`` lets
+    symmetrize and dedup release the input's edge arrays early (the input is then empty)."""
     if drop_self_loops:
         graph = remove_self_loops(graph)
         log(f"remove self loops: {graph.num_edges(comm):,} edges left")
     if symmetrize_edges:
-        graph = symmetrize(comm, graph)
+        graph = symmetrize(comm, graph, consume=consume)
         log(f"symmetrize: {graph.num_edges(comm):,} edges")
     elif dedup_edges:
-        graph = dedup(graph)
+        graph = dedup(graph, consume=consume)
         log(f"dedup: {graph.num_edges(comm):,} edges left")
     if largest_cc:
         graph = largest_component(comm, graph)

@@ -76,7 +76,8 @@ def undirected_level(comm, starts, src, dst, vwgt, symmetric) -> Level:
     ``src -> dst`` held by the owners of ``dst`` (self loops dropped, every edge weight 1)."""
     first = int(starts[comm.rank])
     keep = src != dst
-    rows, cols = dst[keep], src[keep]
+    rows, cols = dst[keep].astype(np.int64), src[keep].astype(np.int64)  # the kernels take int64
+    del keep
     if not symmetric:  # the reverse of every edge, kept by the owner of its source
         back_rows, back_cols = send_to_owners(comm, owner_of(cols, starts), cols, rows)
         rows, cols = np.concatenate([rows, back_rows]), np.concatenate([cols, back_cols])
@@ -162,6 +163,24 @@ def _group_isolated(level: Level, ids, label, limit):
     return label
 
 
+def _coarse_edges(coarse_id, neighbour_ids, level: Level, num_coarse):
+    """The coarse edges of this rank's fine edges, merged here first: most fine edges join a
+    pair of clusters another fine edge of this rank already joins, so the exchange (and its
+    buffers, the peak of the partitioning's memory) shrinks to the distinct pairs."""
+    rows = np.repeat(coarse_id, np.diff(level.indptr))
+    keep = rows != neighbour_ids
+    rows, cols, weights = rows[keep], neighbour_ids[keep], level.ewgt[keep]
+    del keep, neighbour_ids
+    indptr, cols, perm = _csr.coo_to_csr(rows, cols, num_coarse)
+    del rows
+    weights = weights[perm]
+    del perm
+    indptr = _partition.merge_rows(indptr, cols, weights)
+    count = int(indptr[-1])
+    rows = np.repeat(np.arange(num_coarse, dtype=np.int64), np.diff(indptr))
+    return rows, cols[:count], weights[:count]
+
+
 def contract(comm, level: Level, label, ghosts) -> tuple[Level, np.ndarray]:
     """Collective over comm. The graph of the clusters, and each local vertex's coarse id.
 
@@ -174,11 +193,8 @@ def contract(comm, level: Level, label, ghosts) -> tuple[Level, np.ndarray]:
     number = np.full(level.num_local, -1, dtype=np.int64)
     number[nonempty] = coarse_first + np.arange(int(nonempty.sum()), dtype=np.int64)
     coarse_id = fetch(comm, label, level.starts, number)
-    rows = np.repeat(coarse_id, np.diff(level.indptr))
-    cols = ghosts.pull(coarse_id)
-    keep = rows != cols
-    rows, cols, weights = send_to_owners(comm, owner_of(rows[keep], coarse_starts), rows[keep], cols[keep],
-                                         level.ewgt[keep])
+    rows, cols, weights = _coarse_edges(coarse_id, ghosts.pull(coarse_id), level, int(coarse_starts[-1]))
+    rows, cols, weights = send_to_owners(comm, owner_of(rows, coarse_starts), rows, cols, weights)
     vwgt = add_to_owners(comm, coarse_id, level.vwgt, coarse_starts)
     return _merged(coarse_starts, coarse_first, rows - coarse_first, cols, weights, vwgt), coarse_id
 

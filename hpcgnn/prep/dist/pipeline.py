@@ -97,7 +97,8 @@ def partition_distributed(comm, args, out_dir, log=silent) -> dict | None:
                          "train_mask", None)
     t0 = time.perf_counter()
     graph = prepare(comm, graph, symmetrize_edges=args.symmetrize, drop_self_loops=args.remove_self_loops,
-                    dedup_edges=args.dedup, largest_cc=args.largest_component, log=log)
+                    dedup_edges=args.dedup, largest_cc=args.largest_component, log=log, consume=True)
+    graph = graph.compact()  # the writer numbers the edges anew: their input positions are done
     prepare_s = time.perf_counter() - t0
     if args.parts > graph.num_nodes:
         raise InputError(args.input, f"more parts than nodes ({graph.num_nodes})", "--parts", args.parts)

@@ -53,6 +53,24 @@ class SpreadGraph:
         """Collective over comm. Edges over all ranks."""
         return int(comm.allreduce(self.num_local_edges, op=mpi().SUM))
 
+    def release_edges(self):
+        """Local. Drop this object's edge arrays, for a step that consumes its input graph (the
+        caller still holds the object; its arrays are what take the memory)."""
+        empty = np.empty(0, dtype=np.int64)
+        self.src, self.dst, self.eid = empty, empty, empty
+        self.edata = {k: v[:0] for k, v in self.edata.items()}
+
+    def compact(self) -> SpreadGraph:
+        """Local. For the partitioning, which needs only the edges' ends: ``eid`` dropped (it
+        only ranks copies for dedup) and ids as int32 when the node count allows."""
+        ids = np.int32 if self.num_nodes <= 2**31 else np.int64
+        src, dst = self.src.astype(ids), None
+        self.src = None
+        dst = self.dst.astype(ids)
+        self.dst = None
+        return SpreadGraph(self.num_nodes, self.starts, src, dst, np.empty(0, dtype=np.int64), self.ndata,
+                           self.edata, self.name, self.source, self.symmetric, self.input_edges)
+
     def with_edges(self, keep=None, src=None, dst=None, eid=None, edata=None, symmetric=None) -> SpreadGraph:
         """Local. A copy with another edge set (``keep`` selects existing edges)."""
         if keep is not None:

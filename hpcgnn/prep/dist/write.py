@@ -33,7 +33,7 @@ def new_ids(comm, part, num_parts) -> tuple[np.ndarray, np.ndarray]:
     order = np.argsort(part, kind="stable")
     sorted_parts = part[order]
     group_first = np.searchsorted(sorted_parts, sorted_parts, side="left")
-    new_id = np.empty(part.shape[0], dtype=np.int64)
+    new_id = np.empty(part.shape[0], dtype=ondisk.id_dtype(int(node_starts[-1])))
     new_id[order] = (node_starts[sorted_parts] + counts[:comm.rank, :].sum(axis=0)[sorted_parts]
                      + np.arange(part.shape[0]) - group_first)
     return node_starts, new_id
@@ -47,17 +47,21 @@ def write_spread(comm, graph: SpreadGraph, part, num_parts, out_dir, partitioner
     first = graph.block(comm.rank)[0]
     node_starts, new_id = new_ids(comm, part, num_parts)
     local_dst = graph.dst - first
-    edge_part = part[local_dst]
-    edge_counts = np.bincount(edge_part, minlength=num_parts).astype(np.int64)
+    # per-edge arrays in the narrowest type the totals allow: they are the writer's memory
+    in_degree = np.bincount(local_dst, minlength=part.shape[0])
+    edge_counts = np.bincount(part, weights=in_degree, minlength=num_parts).astype(np.int64)
     comm.Allreduce(mpi().IN_PLACE, edge_counts, op=mpi().SUM)
     edge_starts = starts_from_counts(edge_counts)
     edge_offset = comm.exscan(graph.num_local_edges) or 0  # None on rank 0
     orig = graph.ndata.get(ORIG_ID, np.arange(first, first + part.shape[0], dtype=np.int64))
     fields = {k: v for k, v in graph.ndata.items() if k != ORIG_ID}
-    nodes = send_to_owners(comm, part % comm.size, new_id, orig, *fields.values())
-    edges = send_to_owners(comm, edge_part % comm.size, new_id[local_dst],
-                           fetch(comm, graph.src, graph.starts, new_id),
-                           edge_offset + np.arange(graph.num_local_edges, dtype=np.int64), *graph.edata.values())
+    writer = (part % comm.size).astype(np.int32)
+    nodes = send_to_owners(comm, writer, new_id, orig, *fields.values())
+    eid_type = ondisk.id_dtype(int(edge_starts[-1]))
+    edges = send_to_owners(comm, writer[local_dst], new_id[local_dst], fetch(comm, graph.src, graph.starts, new_id),
+                           np.arange(edge_offset, edge_offset + graph.num_local_edges, dtype=eid_type),
+                           *graph.edata.values())
+    del local_dst, writer
     tmp_dir = comm.bcast(make_temp_dir(out_dir) if comm.rank == 0 else None, root=0)
     try:
         written = []
