@@ -58,12 +58,12 @@ def _check_output(out, given):
 
 def _convert_spread(args, out, fmt_name):
     """Under a launcher with several tasks: each rank copies its rows of a row-readable input."""
+    comm = start_world()  # first: a copy of the job (a world of one) is stopped before anything else
     if fmt_name not in ("npz", "h5graph"):
         raise InputError(args.input, f"{fmt_name} input is read by one process: run convert without mpirun "
                          "(a .npz or .h5 input is converted on several ranks)", "format", fmt_name)
     if not out.endswith((".h5", ".hdf5")):
         raise InputError(out, "several ranks write a graph file: give an .h5 output", "out", args.out)
-    comm = start_world()
     opened = NpzArrays(args.input) if fmt_name == "npz" else H5GraphArrays(args.input)
     try:
         num_edges = edge_count(opened)

@@ -98,12 +98,12 @@ def _check_output(path):
 
 def _generate_spread(args, out, common, started):
     """Under a launcher with several tasks: the RMAT graph drawn and written by every rank."""
+    comm = start_world()  # first: a copy of the job (a world of one) is stopped before anything else
     if args.kind != "rmat":
         raise InputError(None, "is drawn by one process; run it without mpirun (only rmat is drawn on "
                          "several ranks)", "kind", args.kind)
     if not out.endswith(GRAPH_FILE_EXTENSIONS):
         raise InputError(out, "several ranks write a graph file: give --out a .h5 path", "--out", args.out)
-    comm = start_world()
     summary = generate_rmat_file(comm, out, num_edges=args.edges, chunk_edges=args.chunk_edges,
                                  compress=args.compress, **common)
     if comm.rank == 0:

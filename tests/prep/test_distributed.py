@@ -88,6 +88,20 @@ def test_spread_pipeline_matches_the_serial_one(nranks, comm, shared_tmp):
         for name in ("orig_id", "label"):
             if name in serial.ndata:
                 assert np.array_equal(cleaned.ndata[name], serial.ndata[name][lo:hi])
+    # without edge fields dedup ranks copies by eid in the kernel, and consume empties the input
+    bare_path = os.path.join(shared_tmp, "bare.npz")
+    bare = Graph(graph.num_nodes, graph.src, graph.dst, graph.ndata, {}, "bare")
+    if comm.rank == 0:
+        write_npz(bare, bare_path)
+    comm.barrier()
+    spread_bare = read_npz_spread(comm, bare_path)
+    cleaned_bare = prepare(comm, spread_bare, symmetrize_edges=True, consume=True)
+    assert spread_bare.num_local_edges == 0
+    serial_bare = transform.prepare(bare, symmetrize_edges=True)
+    pairs = np.concatenate(comm.allgather(np.stack([cleaned_bare.src, cleaned_bare.dst], axis=1)))
+    assert np.array_equal(pairs[np.lexsort(pairs.T[::-1])],
+                          np.stack([serial_bare.src, serial_bare.dst], axis=1)[np.lexsort((serial_bare.dst,
+                                                                                          serial_bare.src))])
     # partitioning: balanced, and a cut close to serial METIS's on the same graph
     weights, names = balance_columns(comm, cleaned, ("nodes", "in_degree", "train"))
     level = undirected_level(comm, cleaned.starts, cleaned.src, cleaned.dst, weights, False)

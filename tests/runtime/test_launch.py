@@ -86,6 +86,7 @@ def test_every_entry_point_stops_a_copy_with_one_line_and_writes_nothing(tmp_pat
                  ("hpcgnn.train", "--data", "d", "--checkpoint-dir", "ck"),
                  ("hpcgnn.evaluate", "--data", "d", "--checkpoint", "ck", "--save-embeddings", "emb"),
                  ("hpcgnn.generate", "sbm", "--nodes", "50", "--avg-degree", "4", "--out", "new.npz"),
+                 ("hpcgnn.convert", "g.npz", "new.h5"),
                  ("hpcgnn.inspect", "d")):
         proc = run_as_copy(*argv, cwd=tmp_path)
         assert proc.returncode == 2, (argv, proc.stderr)
