@@ -14,6 +14,7 @@ import time
 import numpy as np
 
 from hpcgnn.prep.dist.cleanup import prepare
+from hpcgnn.prep.dist.edgelist import read_edgelist_spread, splittable
 from hpcgnn.prep.dist.ingest import read_h5graph_spread, read_npz_spread, spread_graph
 from hpcgnn.prep.dist.multilevel import DEFAULT_COARSE_NODES, multilevel_parts, undirected_level
 from hpcgnn.prep.dist.spread import SpreadGraph
@@ -23,6 +24,8 @@ from hpcgnn.runtime.comm import mpi
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.stages import silent
 
+#: edge-list options the byte-range reader takes (--relabel and node tables: rank 0 reads)
+BYTE_RANGE_OPTIONS = {"delimiter", "header", "id_base", "num_nodes"}
 #: serial-only options: what they need is drawn over the whole graph at once
 SERIAL_ONLY = (("split", "--split", "draws a random split over all nodes"),
                ("edge_split", "--edge-split", "holds out edges over the whole graph"),
@@ -42,14 +45,18 @@ def check_options(args):
 
 
 def read_spread(comm, args) -> tuple[SpreadGraph, str]:
-    """Collective over comm. The input, spread by destination: a generic .npz or a graph file
-    read in slices by every rank, any other format read by rank 0 and dealt out."""
+    """Collective over comm. The input, spread by destination: a generic .npz, a graph file or
+    a plain edge list read in slices by every rank, any other input read by rank 0 and dealt
+    out."""
     fmt_name = args.format or detect_format(args.input)
+    options = reader_options(args, args.input)
     if fmt_name in ("npz", "h5graph"):
         read = read_npz_spread if fmt_name == "npz" else read_h5graph_spread
         graph = read(comm, args.input, args.name)
+    elif fmt_name == "edgelist" and splittable(args.input) and set(options) <= BYTE_RANGE_OPTIONS:
+        graph = read_edgelist_spread(comm, args.input, name=args.name, **options)
     else:
-        whole = read_graph(args.input, format=fmt_name, **reader_options(args, args.input)) if comm.rank == 0 else None
+        whole = read_graph(args.input, format=fmt_name, **options) if comm.rank == 0 else None
         graph = spread_graph(comm, whole)
         if args.name:
             graph.name = args.name

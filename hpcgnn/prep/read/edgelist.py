@@ -23,7 +23,8 @@ from hpcgnn.runtime.errors import InputError
 EDGE_COLUMNS = ("src", "dst", "weight")
 
 
-def _guess_delimiter(line):
+def guess_delimiter(line):
+    """Local. The column separator of a data line: comma, else tab, else None (whitespace)."""
     if "," in line:
         return ","
     if "\t" in line:
@@ -31,7 +32,8 @@ def _guess_delimiter(line):
     return None
 
 
-def _check_delimiter(path, delimiter):
+def check_delimiter(path, delimiter):
+    """Local. A ``--delimiter`` as the parser takes it (None: runs of whitespace)."""
     if delimiter is None or (isinstance(delimiter, str) and delimiter.isspace() and delimiter != "\t"):
         return None  # a space means "whitespace": runs of blanks must not create empty fields
     if not isinstance(delimiter, str) or len(delimiter) != 1:
@@ -39,7 +41,8 @@ def _check_delimiter(path, delimiter):
     return delimiter
 
 
-def _edge_columns(table, text, line_number, delimiter):
+def edge_columns(table, text, line_number, delimiter):
+    """Local. ``(column names, width)`` of the first data line of ``text``, or None if it has none."""
     # The first data line fixes the column count: 2 = unweighted, 3 or more = weighted.
     # Returns (column names, the line's width), or None for a block of comments.
     for offset, line in enumerate(io.BytesIO(text)):
@@ -53,8 +56,8 @@ def _edge_columns(table, text, line_number, delimiter):
     return None
 
 
-def _edge_arrays(path, rows, names, id_base):
-    """``(src, dst, weight or None)`` of parsed rows, ids checked against ``id_base``."""
+def edge_arrays(path, rows, names, id_base):
+    """Local. ``(src, dst, weight or None)`` of parsed rows, ids checked against ``id_base``."""
     ends = []
     for column in ("src", "dst"):
         ids = rows[column].copy()
@@ -65,6 +68,15 @@ def _edge_arrays(path, rows, names, id_base):
     return ends[0], ends[1], rows["weight"].copy() if "weight" in names else None
 
 
+def check_id_options(path, id_base, num_nodes):
+    """Local. ``id_base`` is 0 or 1 and ``num_nodes``, if given, a positive integer."""
+    if id_base not in (0, 1):
+        raise InputError(path, "must be 0 or 1", "id_base", id_base)
+    if num_nodes is not None and (isinstance(num_nodes, bool) or not isinstance(num_nodes, (int, np.integer))
+                                  or num_nodes <= 0):
+        raise InputError(path, "must be a positive integer", "num_nodes", num_nodes)
+
+
 def leading_counts(tokens):
     """Local. ``(n, m)`` from a header line's tokens if the first two are integers and n >= 1."""
     if len(tokens) < 2 or not all(is_number(token, integer=True) for token in tokens[:2]) or int(tokens[0]) < 1:
@@ -72,8 +84,8 @@ def leading_counts(tokens):
     return int(tokens[0]), int(tokens[1])
 
 
-def _count_header(tokens, width, rows, largest, id_base, relabel):
-    """``(n, m)`` if a numeric first line is a ``n m [...]`` count header, else None (an edge).
+def count_header(tokens, width, rows, largest, id_base, relabel):
+    """Local. ``(n, m)`` if a numeric first line is a ``n m [...]`` count header, else None (an edge).
 
     Edge lines all have one width, so a first line of another width is a header. One of the
     same width is a header only if it counts the lines after it (``m`` of them) and ``n`` is
@@ -89,14 +101,14 @@ def _count_header(tokens, width, rows, largest, id_base, relabel):
     return (nodes, edges) if edges == rows and enough else None
 
 
-def _first_line_edge(table, columns, delimiter, id_base):
-    """The first line parsed as an edge: ``((src, dst, weight), columns)``."""
+def first_line_edge(table, columns, delimiter, id_base):
+    """Local. The first line parsed as an edge: ``((src, dst, weight), columns)``."""
     line = (table.first_line + "\n").encode(TEXT_ENCODING)
     if columns is None:  # no line after it
-        columns = _edge_columns(table, line, table.first_line_number, delimiter)
+        columns = edge_columns(table, line, table.first_line_number, delimiter)
     dtype = np.dtype([(n, np.float32 if n == "weight" else np.int64) for n in columns[0]])
     rows = parse_block(table, line, table.first_line_number, dtype, delimiter, columns[0], {0, 1}, exact=False)
-    return _edge_arrays(table.path, rows, columns[0], id_base), columns
+    return edge_arrays(table.path, rows, columns[0], id_base), columns
 
 
 _SNIFF_LINES = 50
@@ -142,7 +154,7 @@ def sniff_edgelist(path, sample_bytes=1 << 16) -> bool:
     if not content:
         return False
     data = content[1:] or content
-    delimiter = _guess_delimiter(data[0])
+    delimiter = guess_delimiter(data[0])
     rows = [split_tokens(line, delimiter) for line in data]
     if len({len(tokens) for tokens in rows}) != 1 or not all(_is_edge_line(tokens) for tokens in rows):
         return False
@@ -201,48 +213,44 @@ def read_edgelist(path, delimiter=None, header=None, id_base=0, num_nodes=None, 
         ``notes['header_nodes']`` records a node count taken from a count header.
     """
     path = os.fspath(path)
-    if id_base not in (0, 1):
-        raise InputError(path, "must be 0 or 1", "id_base", id_base)
-    if num_nodes is not None and (isinstance(num_nodes, bool) or not isinstance(num_nodes, (int, np.integer))
-                                  or num_nodes <= 0):
-        raise InputError(path, "must be a positive integer", "num_nodes", num_nodes)
+    check_id_options(path, id_base, num_nodes)
     if relabel and num_nodes is not None:
         raise InputError(path, "cannot be combined with relabel (the count is then the number of distinct ids)",
                          "num_nodes", num_nodes)
     detect = delimiter is None
-    delimiter = _check_delimiter(path, delimiter)
+    delimiter = check_delimiter(path, delimiter)
     with TextTable(path, comment, chunk_bytes) as table:
         if table.first_line is None:
             raise InputError(path, "no edge lines (file is empty or only comments)", "src", "<none>")
         if detect:
-            delimiter = _guess_delimiter(table.first_line)
+            delimiter = guess_delimiter(table.first_line)
         first_tokens = split_tokens(table.first_line, delimiter)
         if header is None and not all(is_number(token) for token in first_tokens[:2]):
             header = True
         # Still None: a numeric first line, an edge or an "n m [directed]" count header, told
-        # apart once the lines after it are read (see _count_header).
+        # apart once the lines after it are read (see count_header).
         columns = dtype = None
         src_parts, dst_parts, weight_parts = [], [], []
         for text, line_number in table.blocks(skip_first=header is not False):
             if columns is None:
-                columns = _edge_columns(table, text, line_number, delimiter)
+                columns = edge_columns(table, text, line_number, delimiter)
                 if columns is None:
                     continue  # only comments so far
                 dtype = np.dtype([(n, np.float32 if n == "weight" else np.int64) for n in columns[0]])
             rows = parse_block(table, text, line_number, dtype, delimiter, columns[0], {0, 1}, exact=False)
             if rows.shape[0]:
                 for parts, values in zip((src_parts, dst_parts, weight_parts),
-                                         _edge_arrays(path, rows, columns[0], id_base)):
+                                         edge_arrays(path, rows, columns[0], id_base)):
                     parts.append(values)
         counts = None
         if header:
             counts = leading_counts(first_tokens)  # a header said to be one: if numeric, n is the node count
         elif header is None:
             largest = max((int(max(a.max(), b.max())) for a, b in zip(src_parts, dst_parts)), default=-1)
-            counts = _count_header(first_tokens, columns and columns[1], sum(p.shape[0] for p in src_parts),
+            counts = count_header(first_tokens, columns and columns[1], sum(p.shape[0] for p in src_parts),
                                    largest, id_base, relabel)
             if counts is None:  # the first line is an edge after all
-                first_edge, columns = _first_line_edge(table, columns, delimiter, id_base)
+                first_edge, columns = first_line_edge(table, columns, delimiter, id_base)
                 for parts, values in zip((src_parts, dst_parts, weight_parts), first_edge):
                     parts.insert(0, values)
         header_line = (table.first_line_number, table.first_line) if counts is not None else None
