@@ -11,6 +11,7 @@ partition_graph with train-mask and edge balancing), interleaved in one run.
     python bench/partition.py --nodes 100000 --edges 2000000 --feat-dim 64 --classes 10
     python bench/partition.py --multilevel-ranks 1,2,4 --no-full   # the distributed pipeline beside it
     python bench/partition.py --kaminpar --no-full    # KaMinPar beside METIS, one balance constraint
+    python bench/partition.py --no-full --multilevel-ranks 2 --ldg-ranks 2   # streaming beside multilevel
 
 ``--multilevel-ranks`` adds ``mpiexec -n R hpcgnn partition --method multilevel`` rows: every rank
 reads a slice, symmetrizes and partitions with the graph spread over the ranks; its peak RSS is
@@ -36,12 +37,12 @@ def run_hpcgnn(graph, parts, out, keep_degree, extra=(), tool=None):
     return row
 
 
-def run_multilevel(graph, parts, out, ranks):
+def run_multilevel(graph, parts, out, ranks, method="multilevel"):
     shutil.rmtree(out, ignore_errors=True)
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     wall, rss, _ = common.timed([mpiexec, "-n", str(ranks), *common.hpcgnn_cmd(
-        "partition", graph, "--parts", str(parts), "--symmetrize", "--out", out, "--method", "multilevel")])
-    row = _row(out, f"hpcgnn multilevel, {ranks} rank{'s' if ranks > 1 else ''}", parts, wall, rss)
+        "partition", graph, "--parts", str(parts), "--symmetrize", "--out", out, "--method", method)])
+    row = _row(out, f"hpcgnn {method}, {ranks} rank{'s' if ranks > 1 else ''}", parts, wall, rss)
     shutil.rmtree(out, ignore_errors=True)
     return row
 
@@ -97,6 +98,8 @@ def main():
     parser.add_argument("--dgl-setup", action="store_true", help="build DGL's virtualenv if missing")
     parser.add_argument("--multilevel-ranks", default="",
                         help="also run --method multilevel under mpiexec with each of these rank counts")
+    parser.add_argument("--ldg-ranks", default="",
+                        help="also run --method ldg (streaming) on these rank counts, e.g. 2")
     parser.add_argument("--kaminpar", action="store_true",
                         help="add --method kaminpar beside METIS, both balancing node counts only")
     parser.add_argument("--json", help="write all rows here")
@@ -137,10 +140,12 @@ def main():
                   f"{kaminpar['partition_s'] / metis['partition_s']:.2f}, peak RSS "
                   f"{kaminpar['peak_rss_GiB'] / metis['peak_rss_GiB']:.2f}", flush=True)
         serial = next(r for r in rows if r["tool"] == "hpcgnn keep-degree=16" and r["parts"] == parts)
-        for ranks in [int(r) for r in args.multilevel_ranks.split(",") if r]:
-            rows.append(run_multilevel(graph, parts, out, ranks))
+        spread_runs = [("multilevel", int(r)) for r in args.multilevel_ranks.split(",") if r]
+        spread_runs += [("ldg", int(r)) for r in args.ldg_ranks.split(",") if r]
+        for method, ranks in spread_runs:
+            rows.append(run_multilevel(graph, parts, out, ranks, method))
             show(rows[-1])
-            print(f"# multilevel on {ranks} rank(s) / serial METIS at {parts} parts: cut "
+            print(f"# {method} on {ranks} rank(s) / serial METIS at {parts} parts: cut "
                   f"{rows[-1]['cut_pct'] / serial['cut_pct']:.3f}, process wall "
                   f"{rows[-1]['process_wall_s'] / serial['process_wall_s']:.2f}, largest rank's peak RSS "
                   f"{rows[-1]['peak_rss_GiB'] / serial['peak_rss_GiB']:.2f}; levels {rows[-1]['levels']}", flush=True)

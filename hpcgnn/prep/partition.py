@@ -39,7 +39,9 @@ from hpcgnn.runtime.help_format import DefaultsHelpFormatter
 from hpcgnn.runtime.launch import launcher_tasks, start_world
 from hpcgnn.runtime.stages import StageLog, silent
 
-METHODS = ("metis", "random", "multilevel", "kaminpar")
+METHODS = ("metis", "random", "multilevel", "ldg", "kaminpar")
+#: the methods run with the graph spread over the ranks (prep/dist)
+SPREAD_METHODS = ("multilevel", "ldg")
 
 
 def build_csc(graph: Graph):
@@ -339,7 +341,8 @@ def build_parser():
                         help="metis: min edge cut under the --balance constraints, read and partitioned on "
                              "rank 0; random: baseline; multilevel: every rank reads a slice, cleans and "
                              "partitions with the graph spread over the ranks (coarsened until METIS "
-                             "fits one rank), for graphs one node cannot hold; kaminpar: KaMinPar on every "
+                             "fits one rank), for graphs one node cannot hold; ldg: the same pipeline with a "
+                             "one-pass streaming greedy instead (fast, higher cut); kaminpar: KaMinPar on every "
                              "core of rank 0's node (pip install kaminpar), one --balance quantity")
     parser.add_argument("--coarse-nodes", type=int, default=None, metavar="N",
                         help="multilevel: coarsen toward N vertices, then run METIS on rank 0 (rank 0's memory "
@@ -410,7 +413,9 @@ def main(argv=None):
     elif args.method == "kaminpar" and len(args.balance) > 1:
         raise InputError(None, "KaMinPar balances one quantity: name one (nodes, in_degree, train, val or test)",
                          "--balance", ",".join(args.balance))
-    if args.method == "multilevel":
+    if args.method in SPREAD_METHODS:
+        if args.coarse_nodes is not None and args.method != "multilevel":
+            raise InputError(None, "applies only with --method multilevel", "--coarse-nodes", args.coarse_nodes)
         return _main_distributed(args, comm, out_dir, log)
     if args.coarse_nodes is not None:
         raise InputError(None, "applies only with --method multilevel", "--coarse-nodes", args.coarse_nodes)

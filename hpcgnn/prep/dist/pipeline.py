@@ -1,8 +1,8 @@
-"""``hpcgnn partition --method multilevel``: the whole pipeline with the graph spread over the ranks.
+"""``hpcgnn partition --method multilevel|ldg``: the whole pipeline with the graph spread over the ranks.
 
 read (each rank its slice, :mod:`~hpcgnn.prep.dist.ingest`) -> clean-up
 (:mod:`~hpcgnn.prep.dist.cleanup`) -> balance weights -> multilevel partitioning
-(:mod:`~hpcgnn.prep.dist.multilevel`) -> part files (:mod:`~hpcgnn.prep.dist.write`). Under
+(:mod:`~hpcgnn.prep.dist.multilevel`) or streaming (:mod:`~hpcgnn.prep.dist.streaming`) -> part files (:mod:`~hpcgnn.prep.dist.write`). Under
 ``mpirun -np K`` a rank holds about ``1/K`` of the edges at every stage; with one process it
 is the same code on one rank.
 """
@@ -18,6 +18,7 @@ from hpcgnn.prep.dist.edgelist import read_edgelist_spread, splittable
 from hpcgnn.prep.dist.ingest import read_h5graph_spread, read_npz_spread, spread_graph
 from hpcgnn.prep.dist.multilevel import DEFAULT_COARSE_NODES, multilevel_parts, undirected_level
 from hpcgnn.prep.dist.spread import SpreadGraph
+from hpcgnn.prep.dist.streaming import ldg_parts
 from hpcgnn.prep.dist.write import write_spread
 from hpcgnn.prep.read import detect_format, read_graph, reader_options
 from hpcgnn.runtime.comm import mpi
@@ -38,7 +39,7 @@ def check_options(args):
         value = getattr(args, attr, None)
         if value not in (None, False, "dataset"):
             reason = f" ({why})" if why else ""
-            raise InputError(None, f"is not available with --method multilevel{reason}; partition with "
+            raise InputError(None, f"is not available with --method {args.method}{reason}; partition with "
                              "--method metis, or give the input its masks", flag, value)
     if args.coarse_nodes is not None and args.coarse_nodes < args.parts:
         raise InputError(None, f"must be at least --parts ({args.parts})", "--coarse-nodes", args.coarse_nodes)
@@ -112,14 +113,20 @@ def partition_distributed(comm, args, out_dir, log=silent) -> dict | None:
     t0 = time.perf_counter()
     weights, names = balance_columns(comm, graph, args.balance)
     level = undirected_level(comm, graph.starts, graph.src, graph.dst, weights, graph.symmetric)
-    coarse_nodes = DEFAULT_COARSE_NODES if args.coarse_nodes is None else args.coarse_nodes
-    part, info = multilevel_parts(comm, level, args.parts, args.seed, coarse_nodes=coarse_nodes, log=log)
+    partitioner = {"method": args.method, "seed": args.seed, "constraints": names, "ranks": comm.size}
+    if args.method == "ldg":
+        part, info = ldg_parts(comm, level, args.parts)
+        partitioner.update(chunk=info["chunk"])
+        log(f"ldg assignment: {args.parts} parts streamed in {info['rounds']} rounds, "
+            f"{info['undirected_cut']:,} undirected edges cut")
+    else:
+        coarse_nodes = DEFAULT_COARSE_NODES if args.coarse_nodes is None else args.coarse_nodes
+        part, info = multilevel_parts(comm, level, args.parts, args.seed, coarse_nodes=coarse_nodes, log=log)
+        partitioner.update(coarse_nodes=coarse_nodes, levels=info["levels"])
+        log(f"multilevel assignment: {args.parts} parts over {len(info['levels'])} levels, "
+            f"{info['undirected_cut']:,} undirected edges cut")
     del level
-    partitioner = {"method": "multilevel", "seed": args.seed, "constraints": names, "ranks": comm.size,
-                   "coarse_nodes": coarse_nodes,
-                   "levels": info["levels"], "assign_s": round(time.perf_counter() - t0, 3)}
-    log(f"multilevel assignment: {args.parts} parts over {len(info['levels'])} levels, "
-        f"{info['undirected_cut']:,} undirected edges cut")
+    partitioner["assign_s"] = round(time.perf_counter() - t0, 3)
     source = {"input": os.path.basename(os.path.normpath(args.input)), "format": fmt_name,
               "symmetrize": args.symmetrize, "remove_self_loops": args.remove_self_loops, "dedup": args.dedup,
               "largest_component": args.largest_component, "split": "dataset", "split_seed": args.split_seed,
