@@ -63,6 +63,27 @@ class InlineIterator:
         self._jobs = iter(())
 
 
+def _put(out, stop, item):
+    while not stop.is_set():
+        try:
+            out.put(item, timeout=0.1)
+            return
+        except queue.Full:
+            continue
+
+
+def _produce_all(produce, jobs, out, stop):
+    """The producer thread: every job's batch into ``out``, then the end marker (or the error)."""
+    try:
+        for job in jobs:
+            if stop.is_set():
+                return
+            _put(out, stop, produce(job))
+        _put(out, stop, _DONE)
+    except BaseException as exc:  # handed to the consumer, which raises it in its own thread
+        _put(out, stop, exc)
+
+
 class PrefetchIterator:
     """Local. Runs ``produce(job)`` for every job on a daemon thread, ``depth`` batches ahead."""
 
@@ -71,26 +92,11 @@ class PrefetchIterator:
         self._stop = threading.Event()
         self._remaining = len(jobs)
         self._stats = stats
-        self._thread = threading.Thread(target=self._run, args=(produce, jobs), daemon=True, name=THREAD_NAME)
+        # the thread holds the queue and the event, not this object: a loop left by ``break``
+        # drops the iterator, whose ``__del__`` then stops and joins the thread
+        self._thread = threading.Thread(target=_produce_all, args=(produce, jobs, self._queue, self._stop),
+                                        daemon=True, name=THREAD_NAME)
         self._thread.start()
-
-    def _run(self, produce, jobs):
-        try:
-            for job in jobs:
-                if self._stop.is_set():
-                    return
-                self._put(produce(job))
-            self._put(_DONE)
-        except BaseException as exc:  # handed to the consumer, which raises it in its own thread
-            self._put(exc)
-
-    def _put(self, item):
-        while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
 
     def __iter__(self):
         return self
@@ -122,8 +128,11 @@ class PrefetchIterator:
         self._thread.join()
 
     def __del__(self):
-        if hasattr(self, "_stop"):
-            self._stop.set()
+        # a ``for`` loop left by ``break`` drops its iterator here: the producer must be done
+        # before the caller can free the graph it reads (closing a DistGraph under a running
+        # sampler crashes the process)
+        if hasattr(self, "_thread") and threading.current_thread() is not self._thread:
+            self.close()
 
 
 def iterate(produce, jobs, depth, stats: LoaderStats):

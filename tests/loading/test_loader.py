@@ -79,6 +79,9 @@ def test_prefetch_thread_stops_on_error_and_on_break(tmp_path):
         next(iterator)
         iterator.close()
         assert not prefetch_threads()
+        for _ in loader:  # left by break: the dropped iterator waits for its producer
+            break
+        assert not prefetch_threads()
         assert len(list(loader)) == 15  # a later epoch is unaffected
 
 
