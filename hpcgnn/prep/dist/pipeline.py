@@ -17,10 +17,12 @@ from hpcgnn.prep.dist.cleanup import prepare
 from hpcgnn.prep.dist.edgelist import read_edgelist_spread, splittable
 from hpcgnn.prep.dist.ingest import read_h5graph_spread, read_npz_spread, spread_graph
 from hpcgnn.prep.dist.multilevel import DEFAULT_COARSE_NODES, multilevel_parts, undirected_level
+from hpcgnn.prep.dist.ogb import read_ogb_spread, streamable
 from hpcgnn.prep.dist.spread import SpreadGraph
 from hpcgnn.prep.dist.streaming import ldg_parts
 from hpcgnn.prep.dist.write import write_spread
 from hpcgnn.prep.read import detect_format, read_graph, reader_options
+from hpcgnn.prep.read.ogb_link import is_ogb_link
 from hpcgnn.runtime.comm import mpi
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.stages import silent
@@ -47,8 +49,8 @@ def check_options(args):
 
 def read_spread(comm, args) -> tuple[SpreadGraph, str]:
     """Collective over comm. The input, spread by destination: a generic .npz, a graph file or
-    a plain edge list read in slices by every rank, any other input read by rank 0 and dealt
-    out."""
+    a plain edge list read in slices by every rank, an OGB node dataset streamed by rank 0 a
+    block at a time, any other input read by rank 0 and dealt out."""
     fmt_name = args.format or detect_format(args.input)
     options = reader_options(args, args.input)
     if fmt_name in ("npz", "h5graph"):
@@ -56,6 +58,8 @@ def read_spread(comm, args) -> tuple[SpreadGraph, str]:
         graph = read(comm, args.input, args.name)
     elif fmt_name == "edgelist" and splittable(args.input) and set(options) <= BYTE_RANGE_OPTIONS:
         graph = read_edgelist_spread(comm, args.input, name=args.name, **options)
+    elif fmt_name == "ogb" and not is_ogb_link(args.input) and streamable(args.input):
+        graph = read_ogb_spread(comm, args.input, name=args.name, **options)
     else:
         whole = read_graph(args.input, format=fmt_name, **options) if comm.rank == 0 else None
         graph = spread_graph(comm, whole)

@@ -93,6 +93,12 @@ def _labels(path, num_nodes, chunk_bytes):
     # Float parse so "nan" (unlabelled, e.g. ogbn-papers100M) is legal; then back to int64.
     values = read_numeric_table(path, np.float64, expected_rows=num_nodes,
                                 expected_from="nodes in num-node-list", chunk_bytes=chunk_bytes)
+    return label_values(path, values)
+
+
+def label_values(path, values):
+    """Local. int64 labels from the float rows of ``node-label.csv`` (NaN: unlabelled, -1); a
+    1-column table becomes a vector."""
     known = ~np.isnan(values)
     whole = np.where(known, values, 0.0)
     bad = np.isinf(values) | (whole != np.round(whole))
@@ -102,19 +108,41 @@ def _labels(path, num_nodes, chunk_bytes):
     return labels[:, 0].copy() if labels.shape[1] == 1 else labels
 
 
-def _masks(directory, scheme, num_nodes, chunk_bytes):
+def scheme_dir(directory, scheme):
+    """Local. The directory of split ``scheme`` (None: the first in sorted order); None when the
+    dataset has no split."""
     schemes = split_schemes(directory)
     if scheme is None:
         if not schemes:
-            return {}
+            return None
         scheme = schemes[0]
     elif scheme not in schemes:
         raise InputError(os.path.join(directory, "split"), f"no such split scheme (have {schemes})",
                          "split", scheme)
-    scheme_dir = os.path.join(directory, "split", scheme)
+    return os.path.join(directory, "split", scheme)
+
+
+def dataset_counts(directory):
+    """Local. ``(dataset dir, raw dir, edge file, num_nodes, num_edges or None)`` of an OGB
+    dataset, the counts read from ``num-node-list`` / ``num-edge-list``."""
+    directory = dataset_root(directory)
+    if not os.path.isdir(directory):
+        raise InputError(directory, "OGB dataset directory not found")
+    raw = os.path.join(directory, "raw")
+    edge_path = require_file(raw, "edge")
+    num_nodes = single_count(require_file(raw, "num-node-list"), "num_nodes")
+    edge_count_path = find_file(raw, "num-edge-list")
+    num_edges = single_count(edge_count_path, "num_edges") if edge_count_path else None
+    return directory, raw, edge_path, num_nodes, num_edges
+
+
+def _masks(directory, scheme, num_nodes, chunk_bytes):
+    split_dir = scheme_dir(directory, scheme)
+    if split_dir is None:
+        return {}
     masks = {}
     for stem, mask_name in SPLIT_FILES:
-        path = require_file(scheme_dir, stem)
+        path = require_file(split_dir, stem)
         ids = read_numeric_table(path, np.int64, names=[stem], allow_empty=True, chunk_bytes=chunk_bytes)[:, 0]
         if ids.size and (ids.min() < 0 or ids.max() >= num_nodes):
             bad = int(ids.min()) if ids.min() < 0 else int(ids.max())
@@ -148,14 +176,7 @@ def read_ogb(directory, split=None, name=None, chunk_bytes=DEFAULT_CHUNK_BYTES) 
         ``label`` (int64, -1 where NaN; [N, T] for multi-task labels), ``edata['feat']``
         and boolean ``train_mask`` / ``val_mask`` / ``test_mask``.
     """
-    directory = dataset_root(directory)
-    if not os.path.isdir(directory):
-        raise InputError(directory, "OGB dataset directory not found")
-    raw = os.path.join(directory, "raw")
-    edge_path = require_file(raw, "edge")
-    num_nodes = single_count(require_file(raw, "num-node-list"), "num_nodes")
-    edge_count_path = find_file(raw, "num-edge-list")
-    num_edges = single_count(edge_count_path, "num_edges") if edge_count_path else None
+    directory, raw, edge_path, num_nodes, num_edges = dataset_counts(directory)
     # Fortran order makes each column a contiguous array, so src/dst need no extra copy.
     edges = read_numeric_table(edge_path, np.int64, names=["src", "dst"], expected_rows=num_edges,
                                expected_from="edges in num-edge-list", order="F", chunk_bytes=chunk_bytes)

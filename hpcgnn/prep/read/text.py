@@ -269,11 +269,47 @@ def read_numeric_table(path, dtype, *, delimiter=",", names=None, comment="#", e
     numpy.ndarray
         Array of shape (rows, columns).
     """
+    parts, filled, out, width = [], 0, None, 1
+    for rows in numeric_blocks(path, dtype, delimiter=delimiter, names=names, comment=comment,
+                               allow_empty=allow_empty, chunk_bytes=chunk_bytes):
+        width = rows.shape[1]
+        if out is None and expected_rows is not None:
+            out = np.empty((expected_rows, width), dtype, order=order)
+        if not rows.shape[0]:
+            continue
+        if expected_rows is None:
+            parts.append(rows)
+        elif filled + rows.shape[0] > expected_rows:
+            raise InputError(os.fspath(path), f"more rows than the {expected_rows} {expected_from}",
+                             "rows", f">{expected_rows}")
+        else:
+            out[filled:filled + rows.shape[0]] = rows
+        filled += rows.shape[0]
+    if expected_rows is None:
+        out = np.empty((filled, width), dtype, order=order)
+        start = 0
+        while parts:  # pop as we copy so the blocks are freed one by one
+            block = parts.pop(0)
+            out[start:start + block.shape[0]] = block
+            start += block.shape[0]
+    elif filled != expected_rows:
+        raise InputError(os.fspath(path), f"has {filled} rows but {expected_rows} {expected_from}", "rows", filled)
+    return out
+
+def numeric_blocks(path, dtype, *, delimiter=",", names=None, comment="#", allow_empty=False,
+                   chunk_bytes=DEFAULT_CHUNK_BYTES):
+    """Local. The rows of a headerless numeric text table (plain or gzip), a block at a time.
+
+    Yields 2-D arrays of ``chunk_bytes`` worth of lines each (the first one, for a file without
+    data lines and ``allow_empty``, an empty (0, 1) block); the column count is fixed by the
+    first data line and must match ``names`` if given. Errors name the file line.
+    """
     integer = np.issubdtype(np.dtype(dtype), np.integer)
     with TextTable(path, comment, chunk_bytes) as table:
         if table.first_line is None:
             if allow_empty:
-                return np.empty((0, 1), dtype=dtype)
+                yield np.empty((0, 1), dtype=dtype)
+                return
             raise InputError(table.path, "file has no data lines", "rows", 0)
         width = len(split_tokens(table.first_line, delimiter))
         if names is None:
@@ -283,27 +319,6 @@ def read_numeric_table(path, dtype, *, delimiter=",", names=None, comment="#", e
             raise InputError(table.path, f"line {table.first_line_number} has {width} columns, "
                              f"expected {len(names)}", names[min(width, len(names) - 1)], table.first_line)
         integer_columns = set(range(width)) if integer else set()
-        parts, filled = [], 0
-        out = None if expected_rows is None else np.empty((expected_rows, width), dtype, order=order)
         for text, line_number in table.blocks():
             rows = parse_block(table, text, line_number, dtype, delimiter, names, integer_columns)
-            if not rows.shape[0]:
-                continue
-            if out is None:
-                parts.append(rows)
-            elif filled + rows.shape[0] > expected_rows:
-                raise InputError(table.path, f"more rows than the {expected_rows} {expected_from}",
-                                 "rows", f">{expected_rows}")
-            else:
-                out[filled:filled + rows.shape[0]] = rows
-            filled += rows.shape[0]
-    if out is None:
-        out = np.empty((filled, width), dtype, order=order)
-        start = 0
-        while parts:  # pop as we copy so the blocks are freed one by one
-            block = parts.pop(0)
-            out[start:start + block.shape[0]] = block
-            start += block.shape[0]
-    elif filled != expected_rows:
-        raise InputError(table.path, f"has {filled} rows but {expected_rows} {expected_from}", "rows", filled)
-    return out
+            yield rows.reshape(-1, width)
