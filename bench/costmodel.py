@@ -8,7 +8,10 @@ counted by sampling the same graph with the same loader (``--fanouts 10,25``, ba
 - sampling: seconds per sampled edge;
 - gather: seconds per byte of input-feature rows (shared memory here: no row crossed a network);
 - compute: seconds per FLOP of the 2-layer GraphSAGE (forward GEMMs + aggregation, x3 for backward);
-- Allreduce: an MPI microbenchmark on 2 ranks fits latency + bytes / bandwidth.
+- Allreduce: an MPI microbenchmark on 2 ranks fits latency + bytes / bandwidth;
+- gather over the RMA route: ``bench/gather.py``'s DistTensor workers with ``HPCGNN_FORCE_RMA=1``;
+- GEMM: one core's matmul in fp32 and bf16;
+- partitioning: seconds per edge (symmetrized) per rank of the 5M graph's ``--method multilevel`` run.
 
 Each run's unit costs predict the other run's epoch (the check). The model then predicts an
 epoch of ogbn-papers100M (111M nodes, 3.2B edges symmetrized, 128-d features, 172 classes,
@@ -142,11 +145,50 @@ def allreduce_fit(mpiexec):
     return {"alpha_s": times[0], "s_per_byte": beta, "points": points}
 
 
+def rma_gather_fit(cols=128):
+    """Seconds per byte of a DistTensor gather over the RMA route (passive-target Rget, as
+    between nodes; here through shared memory), 10,000 random rows a gather on 2 ranks."""
+    import gather  # deferred: the gather benchmark's own workers
+
+    times = gather.run_workers(2, 1_000_000, cols, force_rma=True)["times"]
+    return times["dist:10000"] / (10_000 * cols * 4)
+
+
+def gemm_rates():
+    """GFLOP/s of one core's [25000 x 128] x [128 x 256] matmul in fp32 and bf16."""
+    import time
+
+    import torch  # deferred: heavy
+
+    torch.set_num_threads(1)
+    rates = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        a, b = torch.randn(25_000, 128, dtype=dtype), torch.randn(128, 256, dtype=dtype)
+        torch.matmul(a, b)
+        t0 = time.perf_counter()
+        for _ in range(20):
+            torch.matmul(a, b)
+        rates[str(dtype).split(".")[-1]] = 20 * 2 * 25_000 * 128 * 256 / (time.perf_counter() - t0) / 1e9
+    return rates
+
+
+def partition_rate(parts):
+    """Seconds per edge (after symmetrizing) per rank of ``--method multilevel`` (read,
+    clean-up, partition, write) in a measured run."""
+    with open(os.path.join(parts, "meta.json")) as fh:
+        meta = json.load(fh)
+    src, p = meta["source"], meta["partitioner"]
+    seconds = src["read_s"] + src["prepare_s"] + p["assign_s"] + p["write_s"]
+    return seconds / (meta["num_edges"] / p["ranks"])
+
+
 def predict_step(units, work, remote_fraction, network, ranks, grad_bytes):
-    """One step's seconds: local phases at the measured unit costs, remote rows over the network."""
+    """One step's seconds: local phases at the measured unit costs, remote rows through the RMA
+    route (its measured software cost) and the network."""
     alpha, bandwidth = network
     local = units["sample"] * work["edges"] + units["compute"] * work["flops"]
-    gather = units["gather"] * work["bytes"] * (1 - remote_fraction) + remote_fraction * work["bytes"] / bandwidth
+    gather = (units["gather"] * work["bytes"] * (1 - remote_fraction)
+              + remote_fraction * work["bytes"] * (units["rma"] + 1 / bandwidth))
     gather += alpha * min(ranks - 1, 64)  # one read per owner asked (at most the peers a batch touches)
     allreduce = 2 * math.log2(max(ranks, 2)) * alpha + 2 * (ranks - 1) / ranks * grad_bytes / bandwidth
     return local + gather + allreduce
@@ -174,6 +216,18 @@ def main():
     fit = allreduce_fit(mpiexec)
     print(f"# Allreduce on 2 ranks (shared memory): latency {fit['alpha_s'] * 1e6:.1f} us, "
           f"{1 / fit['s_per_byte'] / 1e9:.2f} GB/s for large messages")
+    rma = rma_gather_fit()
+    for r in runs.values():
+        r["units"]["rma"] = rma
+    print(f"# gather over the RMA route (2 ranks, 10,000 rows of 128 floats): {1 / rma / 1e9:.2f} GB/s, "
+          f"{rma:.2e} s per byte, against {1 / runs[RUNS[-1][0]]['units']['gather'] / 1e9:.2f} GB/s in the "
+          "training run's shared-memory gather")
+    rates = gemm_rates()
+    print(f"# one core's matmul: fp32 {rates['float32']:.0f} GFLOP/s, bf16 {rates['bfloat16']:.0f} GFLOP/s "
+          f"({rates['bfloat16'] / rates['float32']:.1f}x)")
+    seconds_per_edge = partition_rate(os.path.join(common.WORK, RUNS[-1][1]))
+    print(f"# partitioning (--method multilevel, the 5M run): {seconds_per_edge * 1e9:.0f} ns per edge "
+          f"(symmetrized) per rank")
     print("# check: each run's unit costs predict the other's epoch (shared memory, its own Allreduce fit)")
     here = (fit["alpha_s"], 1 / fit["s_per_byte"])
     checks = []
@@ -195,8 +249,9 @@ def main():
           "graph with 128-d rows; rows owned on the same node come through shared memory; the remote fraction "
           "= the edge cut at as many parts as nodes, fitted here (15.8% at 2 parts, 23.7% at 4: +7.9 points "
           "per doubling)")
-    print("| nodes | ranks | steps/epoch | network | remote rows | step ms | predicted epoch s | memory per rank GiB | "
-          "peer |\n|---|---|---|---|---|---|---|---|---|")
+    gemm_share = 1.0  # bound: the whole compute phase at the bf16 GEMM rate
+    print("| nodes | ranks | steps/epoch | network | remote rows | step ms | step ms, bf16 GEMM bound | "
+          "predicted epoch s | memory per rank GiB | partition s | peer |\n" + "|---" * 11 + "|")
     predictions = []
     for nodes in (16, 32, 64):
         ranks = nodes * RANKS_PER_NODE
@@ -207,14 +262,21 @@ def main():
         peer = next((f"{p}: {s} s" for p, n, s in PEERS if n == nodes), "")
         for net_name, network in NETWORKS.items():
             step = predict_step(base["units"], work, remote, network, ranks, grad)
+            bf16_units = dict(base["units"], compute=base["units"]["compute"]
+                              * (1 - gemm_share + gemm_share * rates["float32"] / rates["bfloat16"]))
+            step_bf16 = predict_step(bf16_units, work, remote, network, ranks, grad)
+            partition_s = seconds_per_edge * PAPERS["edges"] / ranks
             predictions.append({"nodes": nodes, "ranks": ranks, "network": net_name, "steps": steps, "step_s": step,
-                                "remote_fraction": remote, "epoch_s": steps * step, "memory_GiB": memory})
-            print(f"| {nodes} | {ranks} | {steps} | {net_name} | {remote:.2f} | {1e3 * step:.1f} | {steps * step:.2f} "
-                  f"| {memory:.2f} | {peer} |")
+                                "step_bf16_bound_s": step_bf16, "remote_fraction": remote, "epoch_s": steps * step,
+                                "memory_GiB": memory, "partition_s": partition_s})
+            print(f"| {nodes} | {ranks} | {steps} | {net_name} | {remote:.2f} | {1e3 * step:.1f} | "
+                  f"{1e3 * step_bf16:.1f} | {steps * step:.2f} | {memory:.2f} | {partition_s:.0f} | {peer} |")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"machine": common.machine_info(), "runs": runs, "allreduce": fit, "checks": checks,
-                       "memory_fit": mem, "predictions": predictions}, fh, indent=1)
+                       "memory_fit": mem, "rma_s_per_byte": rma, "gemm_GFLOPs": rates,
+                       "partition_s_per_edge_per_rank": seconds_per_edge, "predictions": predictions}, fh,
+                      indent=1)
 
 
 if __name__ == "__main__":

@@ -62,7 +62,7 @@ def alltoallv_gather(comm, book, local, gids, MPI):
     wanted = np.empty(int(recv_counts.sum()), dtype=np.int64)
     comm.Alltoallv([gids[order], (send_counts, displs(send_counts)), MPI.INT64_T],
                    [wanted, (recv_counts, displs(recv_counts)), MPI.INT64_T])
-    rows = np.take(local, wanted - book.node_starts[comm.rank], axis=0)
+    rows = np.take(local, wanted - book.starts[comm.rank], axis=0)
     cols = local.shape[1]
     got = np.empty((gids.shape[0], cols), dtype=local.dtype)
     comm.Alltoallv([rows, (recv_counts * cols, displs(recv_counts) * cols), MPI.FLOAT],
