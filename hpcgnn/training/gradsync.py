@@ -14,8 +14,8 @@ a :class:`GradientSync` turns each rank's buffer into the mean over the ranks:
     collectives everywhere, and a parameter that got no gradient this step must not leave one
     rank's bucket unstarted; after backward the buckets not yet started are started, in order.
 ``--grad-compress bf16``
-    Each rank rounds its gradient to bfloat16 and the ranks sum bfloat16 values (a user-defined
-    MPI sum: half the bytes on the wire).
+    Each rank rounds its gradient to bfloat16 and the ranks sum the bfloat16 values in float32
+    (a reduce-scatter by Alltoall and an Allgather: half the bytes on the wire).
 ``--grad-compress topk:R``
     Each rank sends only the fraction R of its entries largest in magnitude, as (index, value)
     pairs gathered by every rank (Allgather), which sum them; top-k sparsification.
@@ -177,37 +177,38 @@ class OverlappedSync(GradientSync):
         self.hooks = []
 
 
-def _bf16_sum(inbuf, inoutbuf, datatype):
-    """The user-defined MPI sum of bfloat16 values (stored as int16): fp32 add, rounded back."""
-    a = torch.from_numpy(np.frombuffer(inbuf, dtype=np.int16)).view(torch.bfloat16)
-    out = torch.from_numpy(np.frombuffer(inoutbuf, dtype=np.int16)).view(torch.bfloat16)
-    out.copy_((a.float() + out.float()).to(torch.bfloat16))
-
-
 class Bf16Sync(GradientSync):
-    """Local to build. Gradients rounded to bfloat16 and summed as bfloat16, with error feedback."""
+    """Local to build. Gradients rounded to bfloat16 and summed with error feedback.
+
+    The sum is a reduce-scatter and an allgather in bfloat16, written with MPI's built-in
+    operations (no user-defined reduction, which MPI would call back into Python for every
+    piece of the message): an Alltoall hands rank ``r`` every rank's bfloat16 piece ``r``, which
+    it sums in float32 in rank order and rounds once; an Allgather returns the pieces. The bytes
+    are an Allreduce's in bfloat16, every rank ends with the same values, and each entry is
+    rounded once, not once per partial sum.
+    """
 
     def __init__(self, grads, comm):
         super().__init__(grads, comm)
         n = grads.buffer.numel()
         self.bytes_per_step = allreduce_bytes(n, 2, comm.size)
         self.residual = torch.zeros(n)
-        self.wire = torch.zeros(n, dtype=torch.bfloat16)
-        self.op = mpi().Op.Create(_bf16_sum, commute=True) if comm.size > 1 else None
+        self.piece = -(-n // comm.size)
+        self.wire = torch.zeros(comm.size * self.piece, dtype=torch.bfloat16)  # padded to whole pieces
+        self.received = np.empty((comm.size, self.piece), dtype=np.int16)
 
     def finish(self):
         g = self.grads.buffer
+        n = g.numel()
         g += self.residual
-        self.wire.copy_(g)
-        torch.sub(g, self.wire.float(), out=self.residual)  # what rounding left out, sent next step
-        if self.op is not None:
-            self.comm.Allreduce(mpi().IN_PLACE, self.wire.view(torch.int16).numpy(), op=self.op)
-        torch.div(self.wire.float(), self.comm.size, out=g)
-
-    def close(self):
-        if self.op is not None:
-            self.op.Free()
-            self.op = None
+        self.wire[:n].copy_(g)
+        torch.sub(g, self.wire[:n].float(), out=self.residual)  # what rounding left out, sent next step
+        if self.comm.size > 1:
+            pieces = self.wire.view(torch.int16).numpy().reshape(self.comm.size, self.piece)
+            self.comm.Alltoall(pieces, self.received)
+            mine = torch.from_numpy(self.received).view(torch.bfloat16).float().sum(0).to(torch.bfloat16)
+            self.comm.Allgather(mine.view(torch.int16).numpy(), pieces)
+        torch.div(self.wire[:n].float(), self.comm.size, out=g)
 
 
 class TopkSync(GradientSync):
