@@ -39,6 +39,8 @@ PAPERS = {"nodes": 111_059_956, "edges": 3_231_371_744, "feat": 128, "classes": 
 PEERS = (("DistDGL (paper)", 16, 13.0), ("DistGNN-MB (paper)", 32, 2.0))
 #: assumptions for the cluster: ranks per node (one core each, as measured here) and networks
 RANKS_PER_NODE = 32
+#: owners one step reads from, at most (an assumption: a batch's rows come from at most this many ranks)
+OWNERS_PER_STEP = 64
 NETWORKS = {"InfiniBand HDR 200 Gb/s": (2e-6, 22e9), "Ethernet 25 Gb/s": (15e-6, 2.8e9)}
 
 COUNT_SCRIPT = r"""
@@ -189,7 +191,7 @@ def predict_step(units, work, remote_fraction, network, ranks, grad_bytes):
     local = units["sample"] * work["edges"] + units["compute"] * work["flops"]
     gather = (units["gather"] * work["bytes"] * (1 - remote_fraction)
               + remote_fraction * work["bytes"] * (units["rma"] + 1 / bandwidth))
-    gather += alpha * min(ranks - 1, 64)  # one read per owner asked (at most the peers a batch touches)
+    gather += alpha * min(ranks - 1, OWNERS_PER_STEP)  # one read per owner a batch asks
     allreduce = 2 * math.log2(max(ranks, 2)) * alpha + 2 * (ranks - 1) / ranks * grad_bytes / bandwidth
     return local + gather + allreduce
 
@@ -249,7 +251,6 @@ def main():
           "graph with 128-d rows; rows owned on the same node come through shared memory; the remote fraction "
           "= the edge cut at as many parts as nodes, fitted here (15.8% at 2 parts, 23.7% at 4: +7.9 points "
           "per doubling)")
-    gemm_share = 1.0  # bound: the whole compute phase at the bf16 GEMM rate
     print("| nodes | ranks | steps/epoch | network | remote rows | step ms | step ms, bf16 GEMM bound | "
           "predicted epoch s | memory per rank GiB | partition s | peer |\n" + "|---" * 11 + "|")
     predictions = []
@@ -262,8 +263,8 @@ def main():
         peer = next((f"{p}: {s} s" for p, n, s in PEERS if n == nodes), "")
         for net_name, network in NETWORKS.items():
             step = predict_step(base["units"], work, remote, network, ranks, grad)
-            bf16_units = dict(base["units"], compute=base["units"]["compute"]
-                              * (1 - gemm_share + gemm_share * rates["float32"] / rates["bfloat16"]))
+            # a bound: the whole compute phase at the bf16 matmul rate
+            bf16_units = dict(base["units"], compute=base["units"]["compute"] * rates["float32"] / rates["bfloat16"])
             step_bf16 = predict_step(bf16_units, work, remote, network, ranks, grad)
             partition_s = seconds_per_edge * PAPERS["edges"] / ranks
             predictions.append({"nodes": nodes, "ranks": ranks, "network": net_name, "steps": steps, "step_s": step,

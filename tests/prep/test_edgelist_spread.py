@@ -102,6 +102,7 @@ def test_the_multilevel_command_reads_an_edge_list_by_ranges(tmp_path):
                              env=dict(os.environ, OMP_NUM_THREADS="1"))
         assert run.returncode == 0, run.stderr
         metas.append(read_meta(tmp_path / f"p_{name}"))
-    assert metas[0]["source"]["format"] == "edgelist"
+    assert metas[0]["source"]["format"] == "edgelist" and metas[0]["source"]["read"] == "byte ranges"
+    assert metas[1]["source"]["read"] == "rows"
     assert metas[0]["partitioner"]["edge_cut"] == metas[1]["partitioner"]["edge_cut"]
     assert metas[0]["node_starts"] == metas[1]["node_starts"]

@@ -2,13 +2,18 @@
 bad input gives the serial reader's errors on every rank."""
 import gzip
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 from hpcgnn.prep.dist.ogb import read_ogb_spread, streamable
+from hpcgnn.prep.inspection import verify
+from hpcgnn.prep.ondisk import read_meta
 from hpcgnn.prep.read.ogb import read_ogb
 from hpcgnn.runtime.errors import InputError
+from tests.conftest import mpiexec_path
 
 
 def write_gz(path, text):
@@ -65,3 +70,14 @@ def test_the_streamed_dataset_is_the_serial_readers(nranks, comm, shared_tmp):
         read_ogb_spread(comm, bad, chunk_bytes=300)
     assert "field 'dst': node id out of range [0, 500) (value 512)" in str(serial_error.value)
     assert "field 'dst': node id out of range [0, 500) (value 512)" in str(spread_error.value)
+
+
+def test_the_multilevel_command_streams_an_ogb_dataset(tmp_path):
+    write_dataset(str(tmp_path / "ogbn_toy"), num_nodes=300, num_edges=2000)
+    run = subprocess.run([mpiexec_path(), "-n", "2", sys.executable, "-m", "hpcgnn.partition",
+                          str(tmp_path / "ogbn_toy"), "--parts", "2", "--symmetrize", "--method", "multilevel",
+                          "--out", str(tmp_path / "p")],
+                         capture_output=True, text=True, timeout=120, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert run.returncode == 0, run.stderr
+    meta = read_meta(tmp_path / "p")
+    assert meta["source"]["read"] == "streamed by rank 0" and verify(tmp_path / "p", meta) == []

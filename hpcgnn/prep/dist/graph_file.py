@@ -13,7 +13,8 @@ import os
 
 import numpy as np
 
-from hpcgnn.prep.read.h5graph import create_h5graph, id_dtype, write_rows
+from hpcgnn.prep.ondisk import id_dtype
+from hpcgnn.prep.read.h5graph import create_h5graph, write_rows
 from hpcgnn.runtime.collectives import fail_together
 from hpcgnn.runtime.comm import mpi
 from hpcgnn.runtime.errors import InputError

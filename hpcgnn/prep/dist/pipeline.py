@@ -47,25 +47,25 @@ def check_options(args):
         raise InputError(None, f"must be at least --parts ({args.parts})", "--coarse-nodes", args.coarse_nodes)
 
 
-def read_spread(comm, args) -> tuple[SpreadGraph, str]:
-    """Collective over comm. The input, spread by destination: a generic .npz, a graph file or
-    a plain edge list read in slices by every rank, an OGB node dataset streamed by rank 0 a
-    block at a time, any other input read by rank 0 and dealt out."""
+def read_spread(comm, args) -> tuple[SpreadGraph, str, str]:
+    """Collective over comm. The input, spread by destination, its format and how it was read
+    (recorded in meta.json as ``source.read``): a generic .npz or a graph file by rows, a plain edge list by byte ranges,
+    an OGB node dataset streamed by rank 0 a block at a time, any other input whole by rank 0
+    and dealt out."""
     fmt_name = args.format or detect_format(args.input)
     options = reader_options(args, args.input)
     if fmt_name in ("npz", "h5graph"):
         read = read_npz_spread if fmt_name == "npz" else read_h5graph_spread
-        graph = read(comm, args.input, args.name)
-    elif fmt_name == "edgelist" and splittable(args.input) and set(options) <= BYTE_RANGE_OPTIONS:
-        graph = read_edgelist_spread(comm, args.input, name=args.name, **options)
-    elif fmt_name == "ogb" and not is_ogb_link(args.input) and streamable(args.input):
-        graph = read_ogb_spread(comm, args.input, name=args.name, **options)
-    else:
-        whole = read_graph(args.input, format=fmt_name, **options) if comm.rank == 0 else None
-        graph = spread_graph(comm, whole)
-        if args.name:
-            graph.name = args.name
-    return graph, fmt_name
+        return read(comm, args.input, args.name), fmt_name, "rows"
+    if fmt_name == "edgelist" and splittable(args.input) and set(options) <= BYTE_RANGE_OPTIONS:
+        return read_edgelist_spread(comm, args.input, name=args.name, **options), fmt_name, "byte ranges"
+    if fmt_name == "ogb" and not is_ogb_link(args.input) and streamable(args.input):
+        return read_ogb_spread(comm, args.input, name=args.name, **options), fmt_name, "streamed by rank 0"
+    whole = read_graph(args.input, format=fmt_name, **options) if comm.rank == 0 else None
+    graph = spread_graph(comm, whole)
+    if args.name:
+        graph.name = args.name
+    return graph, fmt_name, "whole by rank 0"
 
 
 def balance_columns(comm, graph: SpreadGraph, balance) -> tuple[np.ndarray, list]:
@@ -96,9 +96,9 @@ def partition_distributed(comm, args, out_dir, log=silent) -> dict | None:
     meta.json's content on rank 0."""
     check_options(args)
     t0 = time.perf_counter()
-    graph, fmt_name = read_spread(comm, args)
+    graph, fmt_name, route = read_spread(comm, args)
     read_s = time.perf_counter() - t0
-    log(f"read {args.input} ({fmt_name}) on {comm.size} rank{'s' if comm.size > 1 else ''}: "
+    log(f"read {args.input} ({fmt_name}, {route}) on {comm.size} rank{'s' if comm.size > 1 else ''}: "
         f"{graph.num_nodes:,} nodes, {graph.num_edges(comm):,} edges")
     labels = int(comm.allreduce(int("label" in graph.ndata), op=mpi().SUM))
     trains = int(comm.allreduce(int(graph.ndata["train_mask"].sum()) if "train_mask" in graph.ndata else 0,
@@ -131,7 +131,7 @@ def partition_distributed(comm, args, out_dir, log=silent) -> dict | None:
             f"{info['undirected_cut']:,} undirected edges cut")
     del level
     partitioner["assign_s"] = round(time.perf_counter() - t0, 3)
-    source = {"input": os.path.basename(os.path.normpath(args.input)), "format": fmt_name,
+    source = {"input": os.path.basename(os.path.normpath(args.input)), "format": fmt_name, "read": route,
               "symmetrize": args.symmetrize, "remove_self_loops": args.remove_self_loops, "dedup": args.dedup,
               "largest_component": args.largest_component, "split": "dataset", "split_seed": args.split_seed,
               "normalize_features": False, "edge_split": None, "read_s": round(read_s, 3),

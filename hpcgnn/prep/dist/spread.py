@@ -13,6 +13,7 @@ import numpy as np
 
 from hpcgnn.prep.dist.blocks import owner_of, send_to_owners
 from hpcgnn.prep.graph import check_masks_and_labels, check_node_field
+from hpcgnn.prep.ondisk import id_dtype
 from hpcgnn.runtime.collectives import fail_together
 from hpcgnn.runtime.comm import mpi
 from hpcgnn.runtime.errors import InputError
@@ -63,9 +64,9 @@ class SpreadGraph:
     def compact(self) -> SpreadGraph:
         """Local. For the partitioning, which needs only the edges' ends: ``eid`` dropped (it
         only ranks copies for dedup) and ids as int32 when the node count allows."""
-        ids = np.int32 if self.num_nodes <= 2**31 else np.int64
-        src, dst = self.src.astype(ids), None
-        self.src = None
+        ids = id_dtype(self.num_nodes)
+        src = self.src.astype(ids)
+        self.src = None  # one int64 array at a time is freed as its narrow copy is made
         dst = self.dst.astype(ids)
         self.dst = None
         return SpreadGraph(self.num_nodes, self.starts, src, dst, np.empty(0, dtype=np.int64), self.ndata,

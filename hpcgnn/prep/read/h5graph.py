@@ -3,7 +3,7 @@
 Layout (root attributes ``hpcgnn_format = "graph"``, ``version = 1``, ``num_nodes``,
 ``num_edges``, ``name``)::
 
-    src, dst          [E]      int32 when every id fits (N <= 2**31), else int64
+    src, dst          [E]      int32 below 2**31 nodes, else int64 (the part files' rule)
     nodes/<field>     [N, ...] feat, label, train_mask, val_mask, test_mask, any node field
     edges/<field>     [E, ...] edge fields (weight, ...)
 
@@ -21,6 +21,7 @@ import h5py
 import numpy as np
 
 from hpcgnn.prep.graph import Graph
+from hpcgnn.prep.ondisk import id_dtype
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.files import atomic_path
 
@@ -28,11 +29,6 @@ FORMAT_TAG = "graph"
 VERSION = 1
 CHUNK_BYTES = 4 << 20
 _NODE_GROUP, _EDGE_GROUP = "nodes", "edges"
-
-
-def id_dtype(num_nodes: int) -> np.dtype:
-    """Local. The narrowest signed id type holding ids ``0 .. num_nodes - 1``."""
-    return np.dtype(np.int32 if num_nodes <= 2**31 else np.int64)
 
 
 def is_h5graph(path) -> bool:
@@ -64,7 +60,7 @@ def create_h5graph(path, num_nodes, num_edges, node_specs, edge_specs, name="gra
     ``node_specs`` / ``edge_specs`` map a field to ``(dtype, row shape)``. Returns the id dtype
     the writer must store ``src``/``dst`` as.
     """
-    ids = id_dtype(num_nodes)
+    ids = np.dtype(id_dtype(num_nodes))
     options = {"compression": "gzip", "compression_opts": 1, "shuffle": True} if compress else {}
     with h5py.File(path, "w") as h5:
         h5.attrs.update({"hpcgnn_format": FORMAT_TAG, "version": VERSION, "num_nodes": int(num_nodes),
