@@ -207,21 +207,27 @@ def induced_edges(const int64_t[::1] indptr, const int64_t[::1] indices, const i
     (``src_pos``) and as entry slots of ``indices`` (``slots``).
     """
     cdef int64_t m = rows.shape[0]
-    cdef int64_t i, e, total = 0, k = 0, at
+    cdef int64_t i, e, c, total = 0, k = 0, at
     for i in range(m):
         total += indptr[rows[i] + 1] - indptr[rows[i]]
     out_indptr_a = np.zeros(m + 1, dtype=np.int64)
     src_a = np.empty(total, dtype=np.int64)
     slots_a = np.empty(total, dtype=np.int64)
+    # membership as one bit per node: most scanned entries are outside the subset, and the
+    # bitmap stays in cache where the position array (8 bytes a node) does not
+    member_a = np.zeros((position.shape[0] + 63) // 64, dtype=np.uint64)
+    cdef uint64_t[::1] member = member_a
     cdef int64_t[::1] out_indptr = out_indptr_a
     cdef int64_t[::1] src = src_a
     cdef int64_t[::1] slots = slots_a
     with nogil:
         for i in range(m):
+            member[rows[i] >> 6] |= (<uint64_t>1) << (rows[i] & 63)
+        for i in range(m):
             for e in range(indptr[rows[i]], indptr[rows[i] + 1]):
-                at = position[indices[e]]
-                if at >= 0:
-                    src[k] = at
+                c = indices[e]
+                if (member[c >> 6] >> (c & 63)) & 1:
+                    src[k] = position[c]
                     slots[k] = e
                     k += 1
             out_indptr[i + 1] = k

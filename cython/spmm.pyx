@@ -68,9 +68,10 @@ def spmm(const int64_t[::1] indptr, const int64_t[::1] col, const float[::1] wei
             hpcgnn_spmm_bf16(&indptr[0], &col[0], w, &h[0], &out[0], rows, dim, fast, threads)
 
 
-def transpose(const int64_t[::1] indptr, const int64_t[::1] col, const float[::1] weight, int64_t num_cols):
-    """Local. The CSR of the transpose: ``(indptr_t, row_t, weight_t)``, entries of each column in
-    ascending row order (a stable counting sort; ``weight_t`` is None when ``weight`` is)."""
+def transpose(const int64_t[::1] indptr, const int64_t[::1] col, int64_t num_cols):
+    """Local. The CSR of the transpose as ``(indptr_t, row_t, order)``: entries grouped by column,
+    in ascending row order within one (a stable counting sort), ``order`` the original entry of
+    each (per-entry values of the transpose are ``values[order]``)."""
     cdef int64_t rows = indptr.shape[0] - 1, n = col.shape[0], r, e, c, at
     counts = np.bincount(np.asarray(col), minlength=num_cols) if n else np.zeros(num_cols, dtype=np.int64)
     if counts.shape[0] != num_cols:
@@ -79,11 +80,10 @@ def transpose(const int64_t[::1] indptr, const int64_t[::1] col, const float[::1
     np.cumsum(counts, out=indptr_t_a[1:])
     cursor_a = indptr_t_a[:num_cols].copy()
     row_t_a = np.empty(n, dtype=np.int64)
-    weight_t_a = np.empty(n, dtype=np.float32) if weight is not None else None
+    order_a = np.empty(n, dtype=np.int64)
     cdef int64_t[::1] cursor = cursor_a
     cdef int64_t[::1] row_t = row_t_a
-    cdef float[::1] weight_t = weight_t_a
-    cdef bint weighted = weight is not None
+    cdef int64_t[::1] order = order_a
     with nogil:
         for r in range(rows):
             for e in range(indptr[r], indptr[r + 1]):
@@ -91,6 +91,5 @@ def transpose(const int64_t[::1] indptr, const int64_t[::1] col, const float[::1
                 at = cursor[c]
                 cursor[c] = at + 1
                 row_t[at] = r
-                if weighted:
-                    weight_t[at] = weight[e]
-    return indptr_t_a, row_t_a, weight_t_a
+                order[at] = e
+    return indptr_t_a, row_t_a, order_a

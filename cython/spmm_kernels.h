@@ -70,38 +70,14 @@ static inline int hpcgnn_spmm_has_avx512bf16(void) { return 0; }
 HPCGNN_SPMM_DEFINE(portable, )
 
 #ifdef __cplusplus
-#include <thread>
-#include <vector>
+#include "row_threads.h"
 
-/* Rows split into `threads` contiguous ranges of about equal entry counts, each on its own
- * std::thread with its own float32 scratch row (rows are independent: no synchronisation). */
 template <typename Row, typename Kernel>
 static void hpcgnn_spmm_threads(Kernel kernel, const int64_t* indptr, const int64_t* col, const float* weight,
                                 const Row* h, Row* out, int64_t rows, int64_t dim, int threads) {
-    if (threads < 1) threads = 1;
-    if ((int64_t)threads > rows) threads = (int)(rows > 0 ? rows : 1);
-    std::vector<float> scratch((size_t)threads * (size_t)dim);
-    if (threads == 1) {
-        kernel(indptr, col, weight, h, out, rows, dim, scratch.data());
-        return;
-    }
-    std::vector<std::thread> pool;
-    const int64_t total = indptr[rows];
-    int64_t start = 0;
-    for (int t = 0; t < threads; t++) {
-        int64_t end = start;
-        if (t == threads - 1) {
-            end = rows;
-        } else {
-            const int64_t goal = total / threads * (t + 1);
-            while (end < rows && indptr[end] < goal) end++;
-        }
-        if (end > start)
-            pool.emplace_back(kernel, indptr + start, col, weight, h, out + start * dim, end - start, dim,
-                              scratch.data() + (size_t)t * (size_t)dim);
-        start = end;
-    }
-    for (auto& worker : pool) worker.join();
+    hpcgnn_rows_parallel(indptr, rows, threads, dim, [=](int64_t start, int64_t end, float* acc) {
+        kernel(indptr + start, col, weight, h, out + start * dim, end - start, dim, acc);
+    });
 }
 
 /* The entry points: the AVX-512 build when `fast` and the CPU has it, else the portable one. */

@@ -55,18 +55,23 @@ class CSR:
     weight : numpy float32 array or None
         Every entry's value (None: all 1).
     num_cols : int
+    order : numpy int64 array or None
+        For a transpose: the entry of the original matrix each entry is (per-entry values of
+        the original, such as attention weights, are ``values[order]`` here).
     """
 
-    def __init__(self, indptr, col, weight, num_cols):
+    def __init__(self, indptr, col, weight, num_cols, order=None):
         self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
         self.col = np.ascontiguousarray(col, dtype=np.int64)
         self.weight = None if weight is None else np.ascontiguousarray(weight, dtype=np.float32)
         self.num_rows, self.num_cols = self.indptr.shape[0] - 1, int(num_cols)
+        self.order = order
 
     @functools.cached_property
     def transposed(self) -> CSR:
-        indptr, col, weight = _spmm.transpose(self.indptr, self.col, self.weight, self.num_cols)
-        return CSR(indptr, col, weight, self.num_rows)
+        indptr, col, order = _spmm.transpose(self.indptr, self.col, self.num_cols)
+        weight = None if self.weight is None else self.weight[order]
+        return CSR(indptr, col, weight, self.num_rows, order)
 
     def product(self, h) -> torch.Tensor:
         """Local. ``self @ h`` of a contiguous 2-D float32 or bfloat16 tensor, in h's dtype (no

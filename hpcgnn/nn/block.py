@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
 import torch
 
 from hpcgnn.nn.aggregate import CSR, spmm
@@ -50,6 +51,19 @@ class BlockTensors:
                 weight = (1.0 / self.in_degree.clamp(min=1)).repeat_interleave(self.in_degree.long()).numpy()
             self._matrices[kind] = CSR(self._block.indptr, self._block.src_pos, weight, self.num_src)
         return self._matrices[kind]
+
+    @functools.cached_property
+    def with_self_loops(self) -> CSR:
+        """The block's adjacency with one more entry per destination, the edge from itself
+        (after its in-edges), values 1: the neighbourhood attention runs over."""
+        indptr = self._block.indptr + np.arange(self.num_dst + 1, dtype=np.int64)
+        col = np.empty(indptr[-1], dtype=np.int64)
+        loops = indptr[1:] - 1
+        col[loops] = np.arange(self.num_dst)
+        keep = np.ones(col.shape[0], dtype=bool)
+        keep[loops] = False
+        col[keep] = self._block.src_pos
+        return CSR(indptr, col, None, self.num_src)
 
     def sum_neighbours(self, h_src):
         """Sum of source rows over each destination's in-edges (a compiled sparse-dense product,

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
+from hpcgnn.nn.attention import edge_softmax, head_spmm
 from hpcgnn.nn.block import BlockTensors
 from hpcgnn.nn.dropout import Dropout
-from hpcgnn.nn.gemm import linear
+from hpcgnn.nn.gemm import linear, linear_maps
 
 
 class SAGEConv(nn.Module):
@@ -89,19 +89,13 @@ class GATConv(nn.Module):
         nn.init.xavier_uniform_(self.attn_dst, gain=nn.init.calculate_gain("relu"))
 
     def forward(self, block: BlockTensors, h_src):
-        # attention and its weighted sum in float32 (their scatters have no mixed-precision form)
-        z = linear(h_src, self.linear.weight).float().view(-1, self.heads, self.out_dim)
-        score_src = (z * self.attn_src).sum(-1)                   # [num_src, heads]
-        score_dst = (z[: block.num_dst] * self.attn_dst).sum(-1)  # [num_dst, heads]
-        loops = torch.arange(block.num_dst)
-        src = torch.cat([block.src, loops])
-        dst = torch.cat([block.dst, loops])
-        logits = F.leaky_relu(score_src[src] + score_dst[dst], self.negative_slope)
-        peak = torch.full((block.num_dst, self.heads), float("-inf")).scatter_reduce(
-            0, dst.unsqueeze(-1).expand_as(logits), logits, reduce="amax", include_self=True)
-        weights = torch.exp(logits - peak[dst])
-        total = torch.zeros(block.num_dst, self.heads).index_add_(0, dst, weights)
-        alpha = self.attn_dropout(weights / total[dst])
-        out = torch.zeros(block.num_dst, self.heads, self.out_dim).index_add_(
-            0, dst, z[src] * alpha.unsqueeze(-1))
-        return out.reshape(block.num_dst, -1) + self.bias
+        # <z_h, a_h> = <h, W_h^T a_h>: the logits by a [2 heads x in] map of h, not by passes over z
+        weight = self.linear.weight.view(self.heads, self.out_dim, -1)
+        to_logits = torch.cat([torch.einsum("hd,hdi->hi", self.attn_src, weight),
+                               torch.einsum("hd,hdi->hi", self.attn_dst, weight)])
+        z, scores = linear_maps(h_src, [self.linear.weight, to_logits])  # bfloat16 under --precision bf16
+        scores = scores.float()
+        score_src, score_dst = scores[:, : self.heads], scores[: block.num_dst, self.heads:]
+        graph = block.with_self_loops
+        alpha = self.attn_dropout(edge_softmax(graph, score_src, score_dst, self.negative_slope))
+        return head_spmm(graph, z, alpha) + self.bias.to(z.dtype)

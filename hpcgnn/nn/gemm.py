@@ -33,3 +33,16 @@ def linear(x, weight, bias=None):
     if padded == rows:
         return F.linear(x, weight, bias)
     return F.linear(F.pad(x, (0, 0, 0, padded - rows)), weight, bias)[:rows]
+
+
+def linear_maps(x, weights):
+    """Local. ``[F.linear(x, w) for w in weights]`` with one padded copy of ``x`` (and, under
+    CPU autocast, one bfloat16 cast) shared by the maps, as :func:`linear` makes per call."""
+    rows = x.shape[0]
+    if not torch.is_autocast_enabled("cpu"):
+        return [F.linear(x, weight) for weight in weights]
+    padded = bucket_rows(rows)
+    x = x.to(torch.bfloat16)
+    if padded != rows:
+        x = F.pad(x, (0, 0, 0, padded - rows))
+    return [F.linear(x, weight)[:rows] for weight in weights]

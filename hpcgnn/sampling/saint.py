@@ -111,7 +111,8 @@ class SaintSampler:
         self.loss_weight = presample / (node_count * train)
         dst = self.local.dst_of_edges()
         # 1 / (deg(v) alpha_uv), alpha_uv = C_uv / C_v
-        self.edge_weight = node_count[dst] / (edge_count * np.maximum(self.local.in_degree[dst], 1))
+        weight = node_count[dst] / (edge_count * np.maximum(self.local.in_degree[dst], 1))
+        self.edge_weight = weight.astype(np.float32)
         mean_size = max(float(np.mean(sizes)), 1.0)
         self.steps_per_epoch = max(1, int(np.ceil(self.local.num_nodes / mean_size)))
 
@@ -150,7 +151,7 @@ class SaintSampler:
         ids = np.asarray(seed_gids).reshape(-1)
         nodes = self.draw(generator(0 if seed is None else int(seed), "saint")) if ids.size else \
             np.zeros(0, dtype=np.int64)
-        batch = self.local.batch(nodes, self.num_layers, lambda slots, dst: self.edge_weight[slots])
+        batch = self.local.batch(nodes, self.num_layers, self.edge_weight)
         seeds_local = batch.seed_gids - self.local.start
         batch.extra["loss_weight"] = torch.from_numpy(self.loss_weight[seeds_local].astype(np.float32))
         return batch

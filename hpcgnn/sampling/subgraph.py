@@ -75,12 +75,10 @@ class LocalGraph:
 
     def batch(self, nodes, num_layers, edge_weight=None) -> MiniBatch:
         """Local. The MiniBatch running ``num_layers`` layers on the subgraph ``nodes`` induces;
-        ``edge_weight(slots, dst_rows)`` (optional) weighs its edges."""
+        ``edge_weight`` (optional, float32, one per edge slot of this graph) weighs its edges."""
         order, indptr, src_pos, slots = self.induced(nodes)
         m, t = order.shape[0], int(self.is_seed[order].sum())
-        weight = None
-        if edge_weight is not None:
-            weight = edge_weight(slots, order[np.repeat(np.arange(m), np.diff(indptr))]).astype(np.float32)
+        weight = None if edge_weight is None else edge_weight[slots]
         eids = self.eids[slots]
         whole = Block(m, m, indptr, src_pos, eids, edge_weight=weight)
         last = Block(m, t, indptr[:t + 1], src_pos[:indptr[t]], eids[:indptr[t]],

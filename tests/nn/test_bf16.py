@@ -12,6 +12,10 @@ from hpcgnn.sampling import Block
 BUILDS = ["fast", "portable"]
 
 
+def relative(a, b):
+    return float((a.double() - b.double()).norm() / b.double().norm())
+
+
 @pytest.fixture(params=BUILDS)
 def build(request, monkeypatch):
     """Each kernel build: the AVX-512 one where the CPU has AVX512-BF16, and the portable one forced."""
@@ -58,6 +62,52 @@ def test_bf16_aggregation_accumulates_in_float32(build):
     assert out.float().tolist() == [[4096.0] * 3]
 
 
+def attention_reference(score_src, score_dst, z, rows, cols, heads):
+    """GAT's softmax and weighted sum by gather, scatter and a per-edge message tensor."""
+    logit = torch.nn.functional.leaky_relu(score_src[cols] + score_dst[rows], 0.2)
+    peak = torch.full_like(score_dst, -torch.inf).scatter_reduce(0, rows[:, None].expand_as(logit), logit, "amax")
+    weight = torch.exp(logit - peak[rows])
+    alpha = weight / torch.zeros_like(score_dst).index_add_(0, rows, weight)[rows]
+    message = z.view(z.shape[0], heads, -1)[cols] * alpha[..., None]
+    out = torch.zeros(score_dst.shape[0], *message.shape[1:], dtype=z.dtype).index_add_(0, rows, message)
+    return out.reshape(score_dst.shape[0], -1)
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-5), (torch.bfloat16, 2e-2)], ids=["fp32", "bf16"])
+def test_attention_kernels_and_gradients_equal_float64(build, dtype, tol):
+    from hpcgnn.nn.attention import edge_softmax, head_spmm
+
+    rng = np.random.default_rng(8)
+    for num_dst, num_src, heads, dim in ((40, 70, 3, 8), (5, 9, 1, 1), (120, 300, 4, 16)):
+        degrees = rng.integers(1, 12, num_dst)  # every row has an entry (its self loop, in GAT)
+        indptr = np.concatenate([[0], np.cumsum(degrees)]).astype(np.int64)
+        col = rng.integers(0, num_src, indptr[-1]).astype(np.int64)  # repeated columns included
+        matrix = CSR(indptr, col, None, num_src)
+        generator = torch.Generator().manual_seed(dim)
+        inputs = [torch.randn(num_src, heads, generator=generator), torch.randn(num_dst, heads, generator=generator),
+                  torch.randn(num_src, heads * dim, generator=generator).to(dtype)]
+        exact = [t.detach().double().requires_grad_() for t in inputs]
+        mine = [t.detach().requires_grad_() for t in inputs]
+        rows, cols = torch.from_numpy(np.repeat(np.arange(num_dst), degrees)), torch.from_numpy(col)
+        expected = attention_reference(*exact, rows, cols, heads)
+        out = head_spmm(matrix, mine[2], edge_softmax(matrix, mine[0], mine[1], 0.2))
+        assert out.dtype == dtype
+        assert torch.allclose(out.double(), expected.detach(), rtol=tol, atol=tol * expected.abs().max().item())
+        upstream = torch.randn(expected.shape, generator=generator).to(dtype)
+        expected.backward(upstream.double())
+        out.backward(upstream)
+        for got, want in zip(mine, exact):
+            assert relative(got.grad, want.grad) < tol, (num_dst, heads, dim)
+
+
+def test_bf16_attention_accumulates_in_float32(build):
+    from hpcgnn.nn.attention import head_spmm
+
+    matrix = CSR(np.array([0, 4096]), np.zeros(4096, dtype=np.int64), None, 1)
+    out = head_spmm(matrix, torch.ones(1, 6, dtype=torch.bfloat16), torch.ones(4096, 2))
+    assert out.float().tolist() == [[4096.0] * 6]
+
+
 def test_bf16_dropout_kernels_round_the_float32_results():
     from hpcgnn import _dense
 
@@ -85,10 +135,6 @@ def random_blocks(rng, sizes=(300, 60, 12), degree=5):
         src = rng.integers(0, num_src, num_dst * degree).astype(np.int64)
         blocks.append(Block(num_src, num_dst, indptr, src, np.arange(src.shape[0], dtype=np.int64)))
     return blocks
-
-
-def relative(a, b):
-    return float((a.double() - b.double()).norm() / b.double().norm())
 
 
 @pytest.mark.parametrize("model", ["sage", "gcn", "gat", "sage-gcn"])
@@ -158,6 +204,31 @@ def test_spmm_threads_split_rows_without_changing_a_bit(dtype):
         _spmm.spmm(matrix.indptr, matrix.col, matrix.weight, h, out, 16, True, threads)
         outs.append(out)
     assert all(np.array_equal(outs[0], other) for other in outs[1:])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_attention_threads_split_rows_without_changing_a_bit(dtype):
+    from hpcgnn.nn.attention import edge_softmax, head_spmm
+
+    rng = np.random.default_rng(10)
+    degrees = rng.integers(1, 9, 400)
+    matrix = CSR(np.concatenate([[0], np.cumsum(degrees)]), rng.integers(0, 250, degrees.sum()), None, 250)
+    generator = torch.Generator().manual_seed(3)
+    inputs = [torch.randn(250, 2, generator=generator), torch.randn(400, 2, generator=generator),
+              torch.randn(250, 2 * 16, generator=generator).to(dtype)]
+    upstream = torch.randn(400, 32, generator=generator).to(dtype)
+    saved = torch.get_num_threads()
+    results = []
+    try:
+        for threads in (1, 3, 900):  # more threads than rows: one row each at most
+            torch.set_num_threads(threads)
+            leaves = [t.detach().requires_grad_() for t in inputs]
+            out = head_spmm(matrix, leaves[2], edge_softmax(matrix, leaves[0], leaves[1]))
+            out.backward(upstream)
+            results.append([out] + [t.grad for t in leaves])
+    finally:
+        torch.set_num_threads(saved)
+    assert all(torch.equal(a, b) for other in results[1:] for a, b in zip(results[0], other))
 
 
 def even_dataset(comm, shared_tmp, parts):

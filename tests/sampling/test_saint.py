@@ -71,7 +71,7 @@ def test_normalised_aggregation_and_loss_are_unbiased(tmp_path, kind):
         loss_sums = []
         rng = generator(7, "check")
         for _ in range(rounds):
-            batch = local.batch(sampler.draw(rng), 2, lambda slots, dst: sampler.edge_weight[slots])
+            batch = local.batch(sampler.draw(rng), 2, sampler.edge_weight)
             rows = batch.input_gids - local.start
             whole = batch.blocks[0]  # every node of the subgraph is a destination
             agg = BlockTensors(whole).mean_neighbours(torch.from_numpy(h[rows].astype(np.float32))[:, None])
