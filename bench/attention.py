@@ -4,8 +4,8 @@ per-edge message tensor (the layer's previous form, kept here as the baseline), 
 bfloat16, on blocks of the sizes a 2-layer GAT's mini-batches have.
 
 Each configuration runs the layer ``--repeats`` times per round and alternates the variants
-round by round; the figure is the median per call. The GEMM's own time (the layer's dense map,
-measured alone) is printed beside it, so the attention's share shows.
+round by round; the figure is the median per call. The time of the layer's dense maps alone (its projection
+and its logit map, forward and backward) is printed beside it, so the attention's share shows.
 
     python bench/attention.py
 """
@@ -23,7 +23,7 @@ from torch.nn import functional as F
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench import common  # noqa: E402
 from hpcgnn import nn as hnn  # noqa: E402
-from hpcgnn.nn.gemm import linear  # noqa: E402
+from hpcgnn.nn.gemm import linear, linear_maps  # noqa: E402
 from hpcgnn.sampling import Block  # noqa: E402
 
 
@@ -61,10 +61,14 @@ def call(layer, block, h, precision, forward):
 
 
 def gemm_only(layer, block, h, precision):
+    """The layer's dense maps alone (its projection and its logit map), forward and backward."""
     start = time.perf_counter()
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
-        out = linear(h, layer.linear.weight).float()
-    out.backward(torch.ones_like(out))
+        weight = layer.linear.weight.view(layer.heads, layer.out_dim, -1)
+        to_logits = torch.cat([torch.einsum("hd,hdi->hi", layer.attn_src, weight),
+                               torch.einsum("hd,hdi->hi", layer.attn_dst, weight)])
+        outs = linear_maps(h, [layer.linear.weight, to_logits])
+    torch.autograd.backward(outs, [torch.ones_like(out) for out in outs])
     return time.perf_counter() - start
 
 
