@@ -53,7 +53,7 @@ def read_spread(comm, args) -> tuple[SpreadGraph, str, str]:
     an OGB node dataset streamed by rank 0 a block at a time, any other input whole by rank 0
     and dealt out."""
     fmt_name = args.format or detect_format(args.input)
-    options = reader_options(args, args.input)
+    options = reader_options(args, format=fmt_name)
     if fmt_name in ("npz", "h5graph"):
         read = read_npz_spread if fmt_name == "npz" else read_h5graph_spread
         return read(comm, args.input, args.name), fmt_name, "rows"

@@ -299,7 +299,7 @@ def add_reader_arguments(parser):
     return group
 
 
-def reader_options(args, path=None):
+def reader_options(args, path=None, format=None):
     """Local. Turn parsed reader flags into keyword options for ``read_graph``.
 
     Parameters
@@ -307,7 +307,9 @@ def reader_options(args, path=None):
     args : argparse.Namespace
         Result of a parser prepared by ``add_reader_arguments``.
     path : str or os.PathLike, optional
-        The input, used to detect the format when ``--format`` was not given.
+        The input, used to detect the format when neither ``format`` nor ``--format`` was given.
+    format : str, optional
+        The input's format when the caller has already detected it.
 
     Returns
     -------
@@ -321,7 +323,7 @@ def reader_options(args, path=None):
     InputError
         If a flag was given that the chosen format does not use (e.g. ``--delimiter`` for npz).
     """
-    format = getattr(args, "format", None)
+    format = format or getattr(args, "format", None)
     if format is None and path is not None:
         format = detect_format(path)
     given = {}
