@@ -109,7 +109,7 @@ def main(argv=None):
             print(f"{fmt_name} -> graph file: {num_nodes:,} nodes, {num_edges:,} edges, "
                   f"{time.perf_counter() - started:.1f} s on {comm.size} ranks -> {out}", flush=True)
         return 0
-    graph = read_graph(args.input, format=fmt_name, **reader_options(args, args.input))
+    graph = read_graph(args.input, format=fmt_name, **reader_options(args, format=fmt_name))
     if args.name:
         graph.name = args.name
     write = write_npz if out.endswith(".npz") else write_h5graph

@@ -457,7 +457,7 @@ def load_prepared(args, log=silent):
     (``log(line)`` after reading and after each clean-up step)."""
     t0 = time.perf_counter()
     fmt_name = args.format or detect_format(args.input)
-    graph = read_graph(args.input, format=fmt_name, **reader_options(args, args.input))
+    graph = read_graph(args.input, format=fmt_name, **reader_options(args, format=fmt_name))
     if args.name:
         graph.name = args.name
     read_s = time.perf_counter() - t0
