@@ -64,10 +64,7 @@ def gemm_only(layer, block, h, precision):
     """The layer's dense maps alone (its projection and its logit map), forward and backward."""
     start = time.perf_counter()
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
-        weight = layer.linear.weight.view(layer.heads, layer.out_dim, -1)
-        to_logits = torch.cat([torch.einsum("hd,hdi->hi", layer.attn_src, weight),
-                               torch.einsum("hd,hdi->hi", layer.attn_dst, weight)])
-        outs = linear_maps(h, [layer.linear.weight, to_logits])
+        outs = linear_maps(h, [layer.linear.weight, layer.logit_map()])
     torch.autograd.backward(outs, [torch.ones_like(out) for out in outs])
     return time.perf_counter() - start
 

@@ -207,7 +207,7 @@ def induced_edges(const int64_t[::1] indptr, const int64_t[::1] indices, const i
     (``src_pos``) and as entry slots of ``indices`` (``slots``).
     """
     cdef int64_t m = rows.shape[0]
-    cdef int64_t i, e, c, total = 0, k = 0, at
+    cdef int64_t i, e, c, total = 0, k = 0
     for i in range(m):
         total += indptr[rows[i] + 1] - indptr[rows[i]]
     out_indptr_a = np.zeros(m + 1, dtype=np.int64)

@@ -88,12 +88,15 @@ class GATConv(nn.Module):
         nn.init.xavier_uniform_(self.attn_src, gain=nn.init.calculate_gain("relu"))
         nn.init.xavier_uniform_(self.attn_dst, gain=nn.init.calculate_gain("relu"))
 
-    def forward(self, block: BlockTensors, h_src):
-        # <z_h, a_h> = <h, W_h^T a_h>: the logits by a [2 heads x in] map of h, not by passes over z
+    def logit_map(self):
+        """Local. The [2 heads x in] map from a source row to its source and destination logits:
+        ``<W_h x, a_h> = <x, W_h^T a_h>``, so the logits need no passes over the projected rows."""
         weight = self.linear.weight.view(self.heads, self.out_dim, -1)
-        to_logits = torch.cat([torch.einsum("hd,hdi->hi", self.attn_src, weight),
-                               torch.einsum("hd,hdi->hi", self.attn_dst, weight)])
-        z, scores = linear_maps(h_src, [self.linear.weight, to_logits])  # bfloat16 under --precision bf16
+        return torch.cat([torch.einsum("hd,hdi->hi", self.attn_src, weight),
+                          torch.einsum("hd,hdi->hi", self.attn_dst, weight)])
+
+    def forward(self, block: BlockTensors, h_src):
+        z, scores = linear_maps(h_src, [self.linear.weight, self.logit_map()])  # bfloat16 under --precision bf16
         scores = scores.float()
         score_src, score_dst = scores[:, : self.heads], scores[: block.num_dst, self.heads:]
         graph = block.with_self_loops
