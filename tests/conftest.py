@@ -56,6 +56,13 @@ def in_mpi_child():
     return os.environ.get(CHILD_ENV) == "1"
 
 
+if in_mpi_child() and os.environ.get(SHARED_ENV):
+    # Each rank is a pytest session of its own. In one temp root they would race on pytest's
+    # "pytest-current" link and on cleaning old numbered directories (one rank unlinking what
+    # another just removed fails the test), so each rank gets a root inside the shared directory.
+    os.environ["PYTEST_DEBUG_TEMPROOT"] = tempfile.mkdtemp(prefix="rank-tmp-", dir=os.environ[SHARED_ENV])
+
+
 def mpiexec_path():
     local = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     return local if os.path.exists(local) else shutil.which("mpiexec")

@@ -1,5 +1,6 @@
 """The MPI test mechanism passes a test only when every rank of a world of the right size passed."""
 import json
+import os
 
 import pytest
 from _pytest.outcomes import Failed, Skipped
@@ -34,3 +35,10 @@ def test_skipped_on_every_rank_is_skipped(tmp_path):
     write(tmp_path, (0, 2, "skipped"), (1, 2, "skipped"))
     with pytest.raises(Skipped, match="no emulated machines"):
         check_rank_results(str(tmp_path), 2, "")
+
+
+@pytest.mark.mpi(sizes=(1, 2, 4))
+def test_each_rank_has_its_own_tmp_path_inside_the_shared_directory(nranks, comm, shared_tmp, tmp_path):
+    # ranks sharing pytest's temp root race on its links and cleanup; the parent's is untouched
+    assert os.path.realpath(tmp_path).startswith(os.path.realpath(shared_tmp) + os.sep)
+    assert len(set(comm.allgather(str(tmp_path)))) == comm.size

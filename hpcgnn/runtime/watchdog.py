@@ -6,9 +6,11 @@ reports progress with :func:`beat` (once per step and per inference batch); a th
 rank checks that the last beat is younger than ``timeout_s``. When it is not, the thread tells
 every other rank (a small message on a private communicator) and listens for their answers
 for a grace period; each live rank's thread answers at once with what its main thread is
-doing. Ranks that do not answer within the grace period are the ones that stopped; the
-lowest-numbered live rank prints one line naming them and what the others were waiting in,
-then aborts the job.
+doing. A rank that hears from a stalled rank fires too, at once, so the job ends within
+about one grace period of the first stall. Ranks that do not answer within the grace period
+are the ones that stopped; the lowest-numbered live rank prints one line naming them and what
+the others were waiting in, then aborts the job. The other live ranks wait for that abort
+(bounded, in case the reporting rank dies first) so the line is never lost to an earlier one.
 
 The check costs a Python wake-up every ``poll_s`` (0.25 s) and one ``Iprobe``: nothing per step.
 """
@@ -19,9 +21,13 @@ import threading
 import time
 
 from hpcgnn.runtime.comm import mpi
+from hpcgnn.runtime.failure_report import FLUSH_S
 
 DEFAULT_TIMEOUT_S = 600.0
 POLL_S = 0.25
+#: how long a rank that fired but does not report waits for the reporting rank's abort, beyond
+#: that rank's own grace period, before it aborts the job itself
+REPORTER_WAIT_S = 5.0
 TAG = 7311
 
 _active: Watchdog | None = None
@@ -105,7 +111,8 @@ class Watchdog:
     # --- the watching thread ---
 
     def _status(self):
-        return (self.comm.rank, self.where, round(time.monotonic() - self._last, 1))
+        idle = time.monotonic() - self._last
+        return (self.comm.rank, self.where, round(idle, 1), idle > self.timeout_s)
 
     def _announce(self):
         status = self._status()
@@ -127,7 +134,7 @@ class Watchdog:
         while not self._stop.wait(POLL_S):
             if self.comm.size > 1:
                 self._receive(answers)
-            stalled = time.monotonic() - self._last > self.timeout_s
+            stalled = self._status()[3] or any(answer[3] for answer in answers.values())
             if not (stalled or answers):
                 continue
             if not announced:
@@ -151,15 +158,18 @@ class Watchdog:
                 parts.append(f"rank{'s' * (len(silent) > 1)} {_ranks(silent)} did not answer "
                              "(stopped, or stuck outside MPI)")
             groups = {}
-            for rank, where, idle in statuses.values():
+            for rank, where, idle, _ in statuses.values():
                 groups.setdefault(where, []).append((rank, idle))
             for where, members in sorted(groups.items(), key=lambda kv: kv[1][0][0]):
                 ranks = sorted(r for r, _ in members)
                 idle = max(i for _, i in members)
                 parts.append(f"rank{'s' * (len(ranks) > 1)} {_ranks(ranks)} at {where} for {idle:g}s")
             print(f"{self.prog}: error: watchdog: " + "; ".join(parts), file=sys.stderr, flush=True)
+            time.sleep(FLUSH_S)  # the launcher may act on the abort before forwarding the line
         else:
-            time.sleep(self.grace_s)  # let the reporting rank print before the job ends
+            # the reporting rank ends the job once it has printed; only if it dies first does
+            # this rank end it, so its abort never races the report
+            time.sleep(2 * self.grace_s + REPORTER_WAIT_S)
         mpi().COMM_WORLD.Abort(3)
 
 

@@ -72,13 +72,13 @@ def test_a_stopped_rank_ends_the_job_naming_it(nranks, dataset, tmp_path):
         rank_process(proc, stopped).send_signal(signal.SIGSTOP)
 
     t0 = time.monotonic()
-    code, _, err = run_job(nranks, ["-m", "hpcgnn.train", "--data", dataset[nranks], "--epochs", "100000",
+    code, out, err = run_job(nranks, ["-m", "hpcgnn.train", "--data", dataset[nranks], "--epochs", "100000",
                                     "--hidden", "8", "--fanouts", "3,3", "--batch-size", "20", "--eval-every", "0",
                                     "--no-progress", "--metrics", str(metrics), "--watchdog-s", "3"],
                            timeout=150, on_start=stop_a_rank_mid_training)
     assert code != 0
     lines = [line for line in err.splitlines() if "watchdog:" in line]
-    assert len(lines) == 1, err
+    assert len(lines) == 1, (code, out[-3000:], err)
     assert f"rank {stopped} did not answer" in lines[0], lines[0]
     assert "rank 0" in lines[0] or "ranks 0" in lines[0], lines[0]
     assert time.monotonic() - t0 < 140
@@ -91,6 +91,9 @@ STUCK = textwrap.dedent("""
     from hpcgnn.runtime.watchdog import Watchdog, beat, waiting_in
 
     comm = world()
+    if comm.rank == 0 and len(sys.argv) > 2:  # the reporting rank is slow to report
+        fire = Watchdog._fire
+        Watchdog._fire = lambda self, answers: (time.sleep(float(sys.argv[2])), fire(self, answers))
     watchdog = Watchdog(comm, float(sys.argv[1]), "stuck-test")
     for step in range(3):
         beat(f"step {step}")
@@ -104,18 +107,57 @@ STUCK = textwrap.dedent("""
 """)
 
 
-def test_a_rank_stuck_outside_mpi_is_named_with_where_it_is(tmp_path):
-    script = tmp_path / "stuck.py"
-    script.write_text(STUCK)
-    t0 = time.monotonic()
-    code, _, err = run_job(3, [str(script), "2"], timeout=90)
+def watchdog_line(tmp_path, nranks, source, *args):
+    """Run ``source`` on ``nranks`` ranks; the job must fail with exactly one watchdog line."""
+    script = tmp_path / "job.py"
+    script.write_text(source)
+    code, out, err = run_job(nranks, [str(script), *args], timeout=90)
     assert code != 0
     lines = [line for line in err.splitlines() if "watchdog:" in line]
-    assert len(lines) == 1, err
-    assert "rank 1 at reading a file" in lines[0], lines[0]
-    assert "ranks 0,2 at the final barrier" in lines[0], lines[0]
-    assert "did not answer" not in lines[0]
+    assert len(lines) == 1, (code, out[-3000:], err)
+    return lines[0]
+
+
+def test_a_rank_stuck_outside_mpi_is_named_with_where_it_is(tmp_path):
+    t0 = time.monotonic()
+    line = watchdog_line(tmp_path, 3, STUCK, "2")
+    assert "rank 1 at reading a file" in line, line
+    assert "ranks 0,2 at the final barrier" in line, line
+    assert "did not answer" not in line
     assert time.monotonic() - t0 < 60
+
+
+def test_the_report_is_not_lost_when_the_reporting_rank_is_slow(tmp_path):
+    # the other ranks fire as well; none may end the job before the lowest live rank has printed
+    line = watchdog_line(tmp_path, 3, STUCK, "2", "5")
+    assert "rank 1 at reading a file" in line, line
+
+
+BUSY = textwrap.dedent("""
+    import sys, time
+    from hpcgnn.runtime.comm import world
+    from hpcgnn.runtime.watchdog import Watchdog, beat
+
+    comm = world()
+    watchdog = Watchdog(comm, 2.0, "busy-test")
+    comm.Barrier()
+    if comm.rank == 1:
+        beat("reading a file")
+        time.sleep(120)
+    for batch in range(600):  # local work that keeps beating, and never meets rank 1
+        beat(f"local batch {batch}")
+        time.sleep(0.1)
+    comm.Barrier()
+    watchdog.close()
+""")
+
+
+def test_a_rank_that_still_progresses_reports_another_ranks_stall(tmp_path):
+    t0 = time.monotonic()
+    line = watchdog_line(tmp_path, 2, BUSY)
+    assert "rank 1 at reading a file" in line, line
+    assert "rank 0 at local batch" in line, line
+    assert time.monotonic() - t0 < 45
 
 
 def test_no_watchdog_message_when_every_rank_progresses(tmp_path):
