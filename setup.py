@@ -12,7 +12,7 @@ kernels = [
         extra_compile_args=["-O3", "-std=c++17"],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
     )
-    for name in ("csr", "sample", "dense", "rows", "progress", "spmm", "attention", "partition")
+    for name in ("csr", "sample", "layerwise", "dense", "rows", "progress", "spmm", "attention", "partition")
 ]
 
 setup(

@@ -18,8 +18,8 @@ TOP = len(LAYERS)  # the package facade and the command entry points
 SHORT_FUNCTION_LAYERS = ("graph", "sampling", "loading", "training")
 MAX_FUNCTION_LINES = 60
 #: compiled kernels (cython/): below every layer, importable by all
-KERNELS = {"hpcgnn._csr", "hpcgnn._sample", "hpcgnn._dense", "hpcgnn._rows", "hpcgnn._progress", "hpcgnn._spmm",
-           "hpcgnn._attention", "hpcgnn._partition"}
+KERNELS = {"hpcgnn._csr", "hpcgnn._sample", "hpcgnn._layerwise", "hpcgnn._dense", "hpcgnn._rows", "hpcgnn._progress",
+           "hpcgnn._spmm", "hpcgnn._attention", "hpcgnn._partition"}
 #: underscore names that are part of a library's contract: ``os._exit`` (exit without unwinding),
 #: and the reconstructors that pickled numpy arrays name (the Planetoid reader allow-lists them)
 PUBLIC_UNDERSCORE = {("os", "_exit"), ("_multiarray", "_reconstruct"), ("copyreg", "_reconstructor")}

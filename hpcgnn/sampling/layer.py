@@ -18,18 +18,18 @@ importance estimate, as the LADIES authors' released code row-normalises the sam
 a weighted mean of the kept in-neighbours, biased by O(1/s) but with less variance.
 
 Each layer reads its destinations' whole in-edge lists (:meth:`~hpcgnn.graph.DistGraph.in_edges`,
-remote rows through the windows); the uniforms come from a stream keyed by the batch seed and
-the layer, one per candidate in ascending id order, so a batch is the same on any number of ranks.
+remote rows through the windows) and passes over them twice in compiled code
+(:mod:`hpcgnn._layerwise`): once for the candidates and their norms, once for the kept edges.
+Candidate u's uniform is :func:`~hpcgnn.runtime.rng.unit_uniform` of its gid under a seed keyed
+by the batch seed and the layer, so a batch is the same on any number of ranks.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from hpcgnn import _sample
-from hpcgnn.runtime.rng import generator
+from hpcgnn import _layerwise, _sample
+from hpcgnn.runtime.rng import derive_seed, unit_uniform
 from hpcgnn.sampling.block import Block, MiniBatch
-
-NO_NODES = np.zeros(0, dtype=np.int64)
 
 
 def inclusion_probabilities(importance, size) -> np.ndarray:
@@ -70,42 +70,19 @@ class LayerSampler:
         self.seed = int(seed)
         self.normalize = bool(normalize)
 
-    def layer(self, graph, nodes, size, rng):
+    def layer(self, graph, nodes, size, seed):
         """Local. One layer's block over destinations ``nodes``: ``(next_nodes, Block)``."""
         offsets, src, eids = graph.in_edges(nodes)
-        degree = np.diff(offsets)
-        row = np.repeat(np.arange(nodes.shape[0], dtype=np.int64), degree)
-        entry = 1.0 / np.repeat(np.maximum(degree, 1), degree)  # P[v, u] per edge (parallel edges add up)
-        # the distinct sources in ascending order (the draws' order): a hash pass over the edges, then
-        # a sort of the distinct ones only (np.unique's argsort of every edge is most of a layer's time)
-        found, position = _sample.relabel(NO_NODES, src)
-        order = np.argsort(found)
-        rank = np.empty_like(order)
-        rank[order] = np.arange(order.shape[0])
-        candidates, column = found[order], rank[position]
-        width = np.int64(max(candidates.shape[0], 1))
-        # squared column norms of P over the layer's rows: sum over v of (sum of v's entries for u)^2
-        if graph.simple:  # no parallel edges: every (v, u) entry is one edge's
-            pair = pair_index = None
-        else:  # a hash pass over every (v, u) pair: most of a layer's time when it finds none
-            pair, pair_index = _sample.relabel(NO_NODES, row * width + column)
-        if pair is None or pair.shape[0] == src.shape[0]:
-            norms = np.bincount(column, weights=entry ** 2, minlength=candidates.shape[0])
-        else:
-            pair_value = np.bincount(pair_index, weights=entry)
-            norms = np.bincount(pair % width, weights=pair_value ** 2, minlength=candidates.shape[0])
+        candidates, norms, order, column = _layerwise.column_norms(offsets, src)
         inclusion = inclusion_probabilities(norms, size)
-        chosen = rng.random(candidates.shape[0]) < inclusion
+        chosen = unit_uniform(candidates, seed) < inclusion
         scale = np.divide(1.0, inclusion, out=np.zeros_like(inclusion), where=chosen)
-        keep = chosen[column]
-        next_nodes, src_pos = _sample.relabel(nodes, candidates[column[keep]])
+        counts, kept, kept_column, weight = _layerwise.keep_edges(offsets, order, column, chosen.view(np.uint8),
+                                                                  scale, self.normalize)
+        next_nodes, src_pos = _sample.relabel(nodes, candidates[kept_column])
         indptr = np.zeros(nodes.shape[0] + 1, dtype=np.int64)
-        np.cumsum(np.bincount(row[keep], minlength=nodes.shape[0]), out=indptr[1:])
-        weight = entry[keep] * scale[column[keep]]
-        if self.normalize:
-            weight = weight / np.bincount(row[keep], weights=weight, minlength=nodes.shape[0])[row[keep]]
-        weight = weight.astype(np.float32)
-        return next_nodes, Block(int(next_nodes.shape[0]), int(nodes.shape[0]), indptr, src_pos, eids[keep],
+        np.cumsum(counts, out=indptr[1:])
+        return next_nodes, Block(int(next_nodes.shape[0]), int(nodes.shape[0]), indptr, src_pos, eids[kept],
                                  edge_weight=weight)
 
     def sample(self, graph, seed_gids, seed=None) -> MiniBatch:
@@ -114,7 +91,7 @@ class LayerSampler:
         base = self.seed if seed is None else int(seed)
         nodes, blocks = seeds, []
         for hop, size in enumerate(reversed(self.layer_sizes)):
-            nodes, block = self.layer(graph, nodes, size, generator(base, "layer_sample", hop))
+            nodes, block = self.layer(graph, nodes, size, derive_seed(base, "layer_sample", hop))
             blocks.append(block)
         blocks.reverse()
         return MiniBatch(seed_gids=seeds, input_gids=nodes, blocks=blocks)

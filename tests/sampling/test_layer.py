@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from hpcgnn.runtime.rng import generator
+from hpcgnn.runtime.rng import derive_seed, unit_uniform
 from hpcgnn.testing.datasets import make_dataset, oracle
 
 
@@ -25,11 +25,11 @@ def reference_inclusion(p, size):
     raise AssertionError("no scale found")
 
 
-def reference_layer(indptr, indices, nodes, size, rng, normalize):
+def reference_layer(indptr, indices, nodes, size, seed, normalize):
     """One layer by the definition: P[v, u] = multiplicity / in-degree, p_u = column norm^2 / total,
-    u kept with probability pi_u = min(1, c p_u) (sum ``size``), one uniform per candidate in
-    ascending order; weight P[v, u] / pi_u per edge copy; with ``normalize`` each node's weights
-    divided by their sum."""
+    u kept with probability pi_u = min(1, c p_u) (sum ``size``), u's uniform that of its gid under
+    ``seed``; weight P[v, u] / pi_u per edge copy; with ``normalize`` each node's weights divided
+    by their sum."""
     candidates = sorted({int(u) for v in nodes for u in indices[indptr[v]:indptr[v + 1]]})
     column = {u: i for i, u in enumerate(candidates)}
     norms = np.zeros(len(candidates))
@@ -40,7 +40,7 @@ def reference_layer(indptr, indices, nodes, size, rng, normalize):
     if not candidates:
         return [[] for _ in nodes]
     pi = reference_inclusion(norms / norms.sum(), size)
-    kept = rng.random(len(candidates)) < pi
+    kept = unit_uniform(np.array(candidates, dtype=np.uint64), seed) < pi
     scale = {u: 1.0 / pi[i] for i, u in enumerate(candidates) if kept[i]}
     rows = [[(int(u), 1.0 / (indptr[v + 1] - indptr[v]) * scale[int(u)])
              for u in indices[indptr[v]:indptr[v + 1]] if int(u) in scale] for v in nodes]
@@ -76,7 +76,7 @@ def check_against_oracle(nranks, comm, shared_tmp, simple):
     from hpcgnn import DistGraph
     from hpcgnn.sampling.layer import LayerSampler
 
-    if simple:  # no parallel edges, and meta.json says so: the sampler skips its duplicate check
+    if simple:  # no parallel edges (the general graph has some: their entries add up before squaring)
         path = simple_dataset(comm, shared_tmp, nranks)
     else:
         path, _ = make_dataset(comm, shared_tmp, nranks, num_nodes=500, avg_degree=6)
@@ -94,8 +94,8 @@ def check_against_oracle(nranks, comm, shared_tmp, simple):
 def check_batch(batch, indptr, indices, normalize):
     nodes = batch.seed_gids
     for hop, block in enumerate(reversed(batch.blocks)):
-        want = reference_layer(indptr, indices, nodes.tolist(), [30, 20][::-1][hop], generator(4, "layer_sample", hop),
-                               normalize)
+        want = reference_layer(indptr, indices, nodes.tolist(), [30, 20][::-1][hop],
+                               derive_seed(4, "layer_sample", hop), normalize)
         src_nodes = batch.input_gids[:block.num_src]
         assert np.array_equal(src_nodes[:block.num_dst], nodes)
         assert np.array_equal(np.diff(block.indptr), [len(w) for w in want])
@@ -103,6 +103,38 @@ def check_batch(batch, indptr, indices, normalize):
         assert np.allclose(block.edge_weight, [x for w in want for _, x in w], rtol=1e-5)
         assert np.array_equal(indices[block.eids], src_nodes[block.src_pos])  # real edges
         nodes = src_nodes
+
+
+@pytest.mark.parametrize("num_edges", [0, 7, 60_000])  # 60,000: many buckets, several edges per candidate
+def test_layer_kernels_equal_numpy(num_edges):
+    from hpcgnn import _layerwise
+
+    rng = np.random.default_rng(num_edges)
+    degree = rng.multinomial(num_edges, np.full(300, 1 / 300)) * (rng.random(300) < 0.8)
+    offsets = np.concatenate([[0], np.cumsum(degree)]).astype(np.int64)
+    src = rng.integers(0, 5_000, offsets[-1]).astype(np.int64)  # parallel edges in most long rows
+    row = np.repeat(np.arange(300), degree)
+    candidates, norms, order, column = _layerwise.column_norms(offsets, src)
+    assert np.array_equal(np.sort(candidates), np.unique(src))
+    assert np.array_equal(np.sort(order), np.arange(src.shape[0]))
+    assert np.array_equal(candidates[column], src[order])
+    pairs, copies = np.unique(row * 5_000 + src, return_counts=True)  # (v, u) and its copies
+    want = np.bincount(pairs % 5_000, weights=(copies / degree[pairs // 5_000]) ** 2, minlength=5_000)
+    assert np.allclose(norms, want[candidates], rtol=1e-12)
+
+    chosen = rng.random(candidates.shape[0]) < 0.3
+    scale = np.where(chosen, rng.random(candidates.shape[0]) + 1, 0.0)
+    keep = np.isin(src, candidates[chosen])
+    by_gid = dict(zip(candidates.tolist(), scale.tolist()))
+    raw = np.array([by_gid[u] for u in src[keep]]) / degree[row[keep]]
+    for normalize in (False, True):
+        counts, kept, kept_column, weight = _layerwise.keep_edges(offsets, order, column, chosen.view(np.uint8),
+                                                                  scale, normalize)
+        assert np.array_equal(counts, np.bincount(row[keep], minlength=300))
+        assert np.array_equal(kept, np.flatnonzero(keep))
+        assert np.array_equal(candidates[kept_column], src[keep])
+        want_weight = raw / np.bincount(row[keep], weights=raw, minlength=300)[row[keep]] if normalize else raw
+        assert np.allclose(weight, want_weight, rtol=1e-6)
 
 
 def test_importance_weighted_aggregation_is_unbiased(tmp_path):
