@@ -9,8 +9,8 @@ destinations: importance favours hubs. The candidates (distinct sources) then ru
 of thousands, so one hash table over all of them would be tens of megabytes and every edge a
 cache miss. Instead the edges are split by a hash of their source into buckets of a few
 thousand edges (a counting pass and a streaming scatter); each bucket is then reduced with a
-small open-addressing table that stays in the core's cache, and its edges' candidates are
-written in bucket order. :func:`keep_edges` reads that order once to mark the few kept edges,
+small open-addressing table (sized by the bucket's distinct sources, doubling as they come)
+that stays in the core's cache, and its edges' candidates are written in bucket order. :func:`keep_edges` reads that order once to mark the few kept edges,
 then the rows once in edge order. Work and memory are linear in the layer's edges; nothing is
 sized by the number of nodes of the graph.
 """
@@ -39,9 +39,27 @@ cdef struct _Slot:
     double norm        # sum of the squared entries of the rows before ``last_row``
 
 
-#: edges per bucket at most, on average: a bucket's table (two to four slots per edge, 32 bytes
-#: each) stays in a core's L2 cache
-cdef int64_t BUCKET_EDGES = 4096
+#: edges per bucket at most, on average. Fewer buckets make the scatter cheaper (fewer write
+#: streams); a bucket's table holds its distinct sources only, which stay in cache.
+cdef int64_t BUCKET_EDGES = 16384
+#: slots a bucket's table starts with; it doubles whenever it is half full
+cdef int64_t FIRST_CAPACITY = 1024
+
+
+cdef void _grow(vector[_Slot]& table, vector[_Slot]& spare) noexcept nogil:
+    """Double ``table``, re-inserting its entries (``spare`` is scratch space)."""
+    cdef _Slot empty
+    empty.index = -1
+    spare.swap(table)
+    table.assign(2 * spare.size(), empty)
+    cdef uint64_t mask = <uint64_t>(table.size() - 1), slot
+    cdef size_t i
+    for i in range(spare.size()):
+        if spare[i].index != -1:
+            slot = (hpcgnn_mix64(<uint64_t>spare[i].gid) >> 32) & mask
+            while table[slot].index != -1:
+                slot = (slot + 1) & mask
+            table[slot] = spare[i]
 
 
 def column_norms(const int64_t[::1] offsets, const int64_t[::1] src):
@@ -88,10 +106,10 @@ def column_norms(const int64_t[::1] offsets, const int64_t[::1] src):
     cdef int32_t[::1] column = column_a
     cdef vector[int64_t] found
     cdef vector[double] norms
-    cdef vector[_Slot] table
+    cdef vector[_Slot] table, spare
     cdef _Slot empty
     empty.index = -1
-    cdef int64_t v, e, b, k, gid, capacity
+    cdef int64_t v, e, b, k, gid, filled
     cdef int32_t row
     cdef uint64_t mask, slot
     with nogil:
@@ -109,11 +127,9 @@ def column_norms(const int64_t[::1] offsets, const int64_t[::1] src):
             start[b] = start[b - 1]
         start[0] = 0
         for b in range(num_buckets):
-            capacity = 16
-            while capacity < 2 * (start[b + 1] - start[b]):
-                capacity <<= 1
-            table.assign(capacity, empty)
-            mask = <uint64_t>(capacity - 1)
+            table.assign(FIRST_CAPACITY, empty)
+            mask = <uint64_t>(FIRST_CAPACITY - 1)
+            filled = 0
             for k in range(start[b], start[b + 1]):
                 gid, row = items[k].gid, items[k].row
                 slot = (hpcgnn_mix64(<uint64_t>gid) >> 32) & mask
@@ -127,6 +143,13 @@ def column_norms(const int64_t[::1] offsets, const int64_t[::1] src):
                     table[slot].norm = 0.0
                     found.push_back(gid)
                     norms.push_back(0.0)
+                    filled += 1
+                    if 2 * filled > <int64_t>table.size():
+                        _grow(table, spare)
+                        mask = <uint64_t>(table.size() - 1)
+                        slot = (hpcgnn_mix64(<uint64_t>gid) >> 32) & mask
+                        while table[slot].gid != gid or table[slot].index == -1:
+                            slot = (slot + 1) & mask
                 elif table[slot].last_row != row:  # a new row: the last one's entry is complete
                     table[slot].norm += table[slot].pending * table[slot].pending
                     table[slot].pending = 0.0
@@ -134,7 +157,7 @@ def column_norms(const int64_t[::1] offsets, const int64_t[::1] src):
                 table[slot].pending += 1.0 / <double>(offsets[row + 1] - offsets[row])
                 order[k] = items[k].edge
                 column[k] = table[slot].index
-            for slot in range(<uint64_t>capacity):
+            for slot in range(<uint64_t>table.size()):
                 if table[slot].index != -1:
                     norms[table[slot].index] = table[slot].norm + table[slot].pending * table[slot].pending
     free(items)
