@@ -8,7 +8,7 @@ O(E log E) sorts and the temporaries that numpy's unique/argsort would need.
 """
 import numpy as np
 
-from libc.stdint cimport int64_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint64_t
 from libcpp.algorithm cimport sort
 from libcpp.pair cimport pair
 from libcpp.vector cimport vector
@@ -137,6 +137,31 @@ def expand_ranges(const int64_t[::1] starts, const int64_t[::1] counts):
         for i in range(n):
             for j in range(counts[i]):
                 out[w] = starts[i] + j
+                w += 1
+    return out_a
+
+
+ctypedef fused id_t:
+    int32_t
+    int64_t
+
+
+def gather_ranges(const id_t[::1] table, const int64_t[::1] starts, const int64_t[::1] counts):
+    """Local. Concatenate ``table[starts[i]:starts[i] + counts[i]]`` over i, as int64: the rows of
+    a CSR/CSC in one pass, one contiguous copy per row."""
+    cdef int64_t n = starts.shape[0], i, j, w = 0, total = 0
+    if counts.shape[0] != n:
+        raise ValueError(f"{n} starts, {counts.shape[0]} counts")
+    for i in range(n):
+        if starts[i] < 0 or counts[i] < 0 or starts[i] + counts[i] > table.shape[0]:
+            raise IndexError(f"range {i}: [{starts[i]}, {starts[i] + counts[i]}) outside a table of {table.shape[0]}")
+        total += counts[i]
+    out_a = np.empty(total, dtype=np.int64)
+    cdef int64_t[::1] out = out_a
+    with nogil:
+        for i in range(n):
+            for j in range(starts[i], starts[i] + counts[i]):
+                out[w] = table[j]
                 w += 1
     return out_a
 

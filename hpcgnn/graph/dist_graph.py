@@ -307,7 +307,16 @@ class DistGraph(CollectiveResource):
         Edges of node ``gids[i]`` are ``offsets[i]:offsets[i+1]``; ``eids`` are global edge ids.
         """
         begin, degree, owners = self.in_edge_ranges(gids)
-        src, eids = self.edges_at(owners, degree, _csr.expand_ranges(begin, degree))
+        if owners is None:
+            src = _csr.gather_ranges(self.indices, begin, degree)
+            eids = _csr.expand_ranges(begin + self.local_edges[0], degree)
+        else:
+            rows = self._indices_win.node_table_rows(owners, begin)
+            if rows is None:  # some rows on other nodes: one read per owner through the window
+                src, eids = self.edges_at(owners, degree, _csr.expand_ranges(begin, degree))
+            else:  # every row in this node's memory: one contiguous copy per row
+                src = _csr.gather_ranges(self._indices_win.node_table, rows, degree)
+                eids = _csr.expand_ranges(self.edge_book.starts[owners] + begin, degree)
         offsets = np.zeros(degree.shape[0] + 1, dtype=np.int64)
         np.cumsum(degree, out=offsets[1:])
         return offsets, src, eids

@@ -153,6 +153,14 @@ class RowWindow(CollectiveResource):
         MPI did not place the shards back to back."""
         return self._node_table
 
+    def node_table_rows(self, owners, lids):
+        """Local. Where rows ``lids`` of ranks ``owners`` sit in :attr:`node_table`, or None when
+        some owner is on another node or there is no node table."""
+        slots = self.node_slot[np.asarray(owners, dtype=np.int64)]
+        if self._node_table is None or (slots.shape[0] and int(slots.min()) < 0):
+            return None
+        return self._node_row_start[slots] + lids
+
     @property
     def node_ranks(self) -> np.ndarray:
         """Ranks of ``comm`` that share this node's memory, in node order."""
