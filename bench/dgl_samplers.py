@@ -19,7 +19,8 @@ nodes. Sizes per batch are hpcgnn's per-rank sizes (bench/samplers.py SPEED_SAMP
 
 Times ``--batches`` batches after 3 warm-up ones (sampling, forward, backward, step): prints a
 JSON line per sampler with batches/s and training nodes/s; the one-off preprocessing (METIS for cluster) is
-reported apart.
+reported apart. Block samplers also report their nodes per layer and the in-edges below each
+layer (measured outside the timing).
 """
 import argparse
 import json
@@ -129,12 +130,16 @@ def train(g, name, args) -> dict:
     model = SAGE(g.ndata["feat"].shape[1], args.hidden, int(g.ndata["label"].max()) + 1)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.003)
     weight = "weights" if name == "randomwalk" else None
-    done, seen, t0 = 0, 0, None
+    done, seen, t0, aside, shapes = 0, 0, None, 0.0, []
     for batch in batches:
         if done == 3:
             t0, seen = time.perf_counter(), 0
         if blocks:
             input_nodes, output_nodes, graphs = batch
+            if t0 is not None:  # the layers' sizes, untimed
+                t1 = time.perf_counter()
+                shapes.append(layer_sizes(g, graphs))
+                aside += time.perf_counter() - t1
             x, y = g.ndata["feat"][input_nodes], g.ndata["label"][output_nodes]
             mask = torch.ones(y.shape[0], dtype=torch.bool)
         else:
@@ -150,10 +155,23 @@ def train(g, name, args) -> dict:
         done += 1
         if done == args.batches + 3:
             break
-    elapsed = time.perf_counter() - t0
+    elapsed = time.perf_counter() - t0 - aside
     timed = done - 3
-    return {"sampler": name, "batches": timed, "batches_per_s": timed / elapsed, "train_nodes_per_s": seen / elapsed,
-            "preprocess_s": prep, "threads": args.threads, "dgl": dgl.__version__}
+    row = {"sampler": name, "batches": timed, "batches_per_s": timed / elapsed, "train_nodes_per_s": seen / elapsed,
+           "preprocess_s": prep, "threads": args.threads, "dgl": dgl.__version__}
+    if shapes:
+        nodes, edges = np.mean([s[0] for s in shapes], axis=0), np.mean([s[1] for s in shapes], axis=0)
+        row.update(nodes_per_layer=nodes.round().astype(int).tolist(),
+                   in_edges_of_layer=edges.round().astype(int).tolist())
+    return row
+
+
+def layer_sizes(g, graphs):
+    """Nodes of each layer (input first, seeds last) and the in-edges of each block's destinations
+    in the whole graph (what a sampler drawing a variate per in-neighbour visits)."""
+    nodes = [b.num_src_nodes() for b in graphs] + [graphs[-1].num_dst_nodes()]
+    edges = [int(g.in_degrees(b.dstdata[dgl.NID]).sum()) for b in graphs]
+    return nodes, edges
 
 
 if __name__ == "__main__":
