@@ -18,11 +18,10 @@ import os
 import signal
 import sys
 import threading
-import time
 import traceback
 
 from hpcgnn.runtime.errors import InputError
-from hpcgnn.runtime.failure_report import FLUSH_S, end_job
+from hpcgnn.runtime.failure_report import abort_job, end_job
 from hpcgnn.runtime.files import os_error_in, os_reason, remove_temporaries
 
 _hook_installed = False
@@ -47,8 +46,7 @@ def _abort_world(status):
     """End the whole MPI job when MPI runs with several ranks (returns otherwise)."""
     world = _world()
     if world is not None and world.size > 1:
-        time.sleep(FLUSH_S)  # what this rank just printed reaches the launcher first
-        world.Abort(status)
+        abort_job(world, status)
 
 
 def _rank_prefix() -> str:

@@ -30,6 +30,17 @@ _POLL_S = 0.01
 FLUSH_S = 0.2
 
 
+def abort_job(comm, status: int):
+    """Local. End the whole MPI job with ``status`` once what this rank printed has left it.
+
+    ``MPI_Abort`` acts at once: a launcher that kills the job may drop lines the rank wrote just
+    before, still in its pipe. Flushing and giving them :data:`FLUSH_S` keeps the report."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    time.sleep(FLUSH_S)
+    comm.Abort(status)
+
+
 def _silence_stderr():
     """The MPI library prints its abort banner on stderr; the report has been printed already."""
     sys.stderr.flush()

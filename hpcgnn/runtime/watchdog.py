@@ -21,7 +21,7 @@ import threading
 import time
 
 from hpcgnn.runtime.comm import mpi
-from hpcgnn.runtime.failure_report import FLUSH_S
+from hpcgnn.runtime.failure_report import abort_job
 
 DEFAULT_TIMEOUT_S = 600.0
 POLL_S = 0.25
@@ -165,12 +165,11 @@ class Watchdog:
                 idle = max(i for _, i in members)
                 parts.append(f"rank{'s' * (len(ranks) > 1)} {_ranks(ranks)} at {where} for {idle:g}s")
             print(f"{self.prog}: error: watchdog: " + "; ".join(parts), file=sys.stderr, flush=True)
-            time.sleep(FLUSH_S)  # the launcher may act on the abort before forwarding the line
         else:
             # the reporting rank ends the job once it has printed; only if it dies first does
             # this rank end it, so its abort never races the report
             time.sleep(2 * self.grace_s + REPORTER_WAIT_S)
-        mpi().COMM_WORLD.Abort(3)
+        abort_job(mpi().COMM_WORLD, 3)
 
 
 def _ranks(ranks) -> str:

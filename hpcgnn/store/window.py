@@ -30,6 +30,7 @@ import torch
 from hpcgnn import _rows
 from hpcgnn.runtime.collectives import allgather_int
 from hpcgnn.runtime.comm import mpi, node_comm
+from hpcgnn.runtime.failure_report import abort_job
 from hpcgnn.runtime.resources import CollectiveResource
 
 _TORCH_DTYPES = {np.dtype(t) for t in ("float32", "float64", "float16", "int64", "int32", "int16", "int8",
@@ -338,7 +339,7 @@ def _release_at_exit():
         return
     if getattr(sys, "last_value", None) is not None:
         if windows[0].comm.size > 1:
-            windows[0].comm.Abort(1)
+            abort_job(windows[0].comm, 1)  # the traceback is printed by now: let it reach the launcher
         return
     for window in windows:
         window.close()
