@@ -10,8 +10,8 @@ of thousands, so one hash table over all of them would be tens of megabytes and 
 cache miss. Instead the edges are split by a hash of their source into buckets of a few
 thousand edges (a counting pass and a streaming scatter); each bucket is then reduced with a
 small open-addressing table (sized by the bucket's distinct sources, doubling as they come)
-that stays in the core's cache, and its edges' candidates are written in bucket order. :func:`keep_edges` reads that order once to mark the few kept edges,
-then the rows once in edge order. Work and memory are linear in the layer's edges; nothing is
+that stays in the core's cache, and its edges' candidates are written in bucket order. :func:`keep_edges` reads that order once to mark and count the kept
+edges, then the rows once in edge order, writing its outputs in place. Work and memory are linear in the layer's edges; nothing is
 sized by the number of nodes of the graph.
 """
 import numpy as np
@@ -172,7 +172,7 @@ def column_norms(const int64_t[::1] offsets, const int64_t[::1] src):
 
 
 def keep_edges(const int64_t[::1] offsets, const int64_t[::1] order, const int32_t[::1] column,
-               const uint8_t[::1] chosen, const double[::1] scale, bint normalize):
+               const int32_t[::1] slot, const double[::1] scale, bint normalize):
     """Local. The in-edges of chosen candidates, in edge order, with LADIES' weights.
 
     Parameters
@@ -181,10 +181,11 @@ def keep_edges(const int64_t[::1] offsets, const int64_t[::1] order, const int32
         The layer's rows, as given to :func:`column_norms`.
     order, column : arrays
         From :func:`column_norms`.
-    chosen : uint8 array
-        Nonzero for a kept candidate.
+    slot : int32 array
+        Per candidate: its position in the next layer's node list when chosen, else -1.
     scale : float64 array
-        ``1 / pi_u`` of a kept candidate ``u``.
+        Per position of the next layer's node list: ``1 / pi_u`` of the chosen candidate ``u``
+        there.
     normalize : bool
         Divide each row's weights by their sum.
 
@@ -194,8 +195,8 @@ def keep_edges(const int64_t[::1] offsets, const int64_t[::1] order, const int32
         Kept edges per row.
     kept : int64 array
         Positions (into the layer's ``src``) of the kept edges, in edge order.
-    kept_column : int64 array
-        The candidate of each kept edge.
+    src_pos : int64 array
+        ``slot`` of each kept edge's source.
     weight : float32 array
         Per kept edge ``scale[u] / (length of its row)`` (each parallel copy its own), divided by
         the row's sum with ``normalize``.
@@ -205,47 +206,42 @@ def keep_edges(const int64_t[::1] offsets, const int64_t[::1] order, const int32
         raise ValueError(f"offsets end at {offsets[n]}, order has {num_edges} edges, column {column.shape[0]}")
     counts_a = np.zeros(n, dtype=np.int64)
     cdef int64_t[::1] counts = counts_a
-    # the kept edges are few: mark them (and their candidate) by edge, then read the marks in edge order
-    cdef vector[uint8_t] mark
-    mark.assign(num_edges, 0)
-    cdef int32_t* candidate_of = <int32_t*>malloc(max(num_edges, 1) * sizeof(int32_t))
-    if candidate_of == NULL:
-        raise MemoryError(f"{num_edges} edges of one layer")
-    cdef vector[int64_t] kept
-    cdef vector[int32_t] kept_column
-    cdef vector[double] weight
-    cdef int64_t v, e, k, first
+    # each kept edge's slot, by edge (a third of a layer's edges or more: chosen hubs have many);
+    # then the rows are read in edge order against small per-slot arrays
+    cdef vector[int32_t] slot_of_edge
+    slot_of_edge.assign(num_edges, -1)
+    cdef int64_t v, e, k, w = 0, first, total_kept = 0
+    cdef int32_t s
     cdef double entry, total
     with nogil:
         for k in range(num_edges):
-            if chosen[column[k]]:
-                mark[order[k]] = 1
-                candidate_of[order[k]] = column[k]
+            s = slot[column[k]]
+            if s >= 0:
+                slot_of_edge[order[k]] = s
+                total_kept += 1
+    kept_a = np.empty(total_kept, dtype=np.int64)
+    src_pos_a = np.empty(total_kept, dtype=np.int64)
+    weight_a = np.empty(total_kept, dtype=np.float32)
+    cdef int64_t[::1] kept = kept_a
+    cdef int64_t[::1] src_pos = src_pos_a
+    cdef float[::1] weight = weight_a
+    with nogil:
         for v in range(n):
             if offsets[v + 1] == offsets[v]:
                 continue
             entry = 1.0 / <double>(offsets[v + 1] - offsets[v])
-            first = <int64_t>kept.size()
+            first = w
             total = 0.0
             for e in range(offsets[v], offsets[v + 1]):
-                if mark[e]:
-                    kept.push_back(e)
-                    kept_column.push_back(candidate_of[e])
-                    weight.push_back(entry * scale[candidate_of[e]])
-                    total += weight.back()
-            counts[v] = <int64_t>kept.size() - first
-            if normalize and total > 0.0:
-                for k in range(first, <int64_t>kept.size()):
-                    weight[k] = weight[k] / total
-    free(candidate_of)
-    kept_a = np.empty(kept.size(), dtype=np.int64)
-    kept_column_a = np.empty(kept.size(), dtype=np.int64)
-    weight_a = np.empty(kept.size(), dtype=np.float32)
-    cdef int64_t[::1] kept_view = kept_a
-    cdef int64_t[::1] kept_column_view = kept_column_a
-    cdef float[::1] weight_view = weight_a
-    for k in range(<int64_t>kept.size()):
-        kept_view[k] = kept[k]
-        kept_column_view[k] = kept_column[k]
-        weight_view[k] = <float>weight[k]
-    return counts_a, kept_a, kept_column_a, weight_a
+                s = slot_of_edge[e]
+                if s >= 0:
+                    kept[w] = e
+                    src_pos[w] = s
+                    total += entry * scale[s]
+                    w += 1
+            counts[v] = w - first
+            if not normalize or total == 0.0:
+                total = 1.0
+            for k in range(first, w):
+                weight[k] = <float>(entry * scale[src_pos[k]] / total)
+    return counts_a, kept_a, src_pos_a, weight_a

@@ -75,11 +75,14 @@ class LayerSampler:
         offsets, src, eids = graph.in_edges(nodes)
         candidates, norms, order, column = _layerwise.column_norms(offsets, src)
         inclusion = inclusion_probabilities(norms, size)
-        chosen = unit_uniform(candidates, seed) < inclusion
-        scale = np.divide(1.0, inclusion, out=np.zeros_like(inclusion), where=chosen)
-        counts, kept, kept_column, weight = _layerwise.keep_edges(offsets, order, column, chosen.view(np.uint8),
-                                                                  scale, self.normalize)
-        next_nodes, src_pos = _sample.relabel(nodes, candidates[kept_column])
+        chosen = np.flatnonzero(unit_uniform(candidates, seed) < inclusion)
+        chosen = chosen[np.argsort(candidates[chosen])]  # the next layer's new nodes in ascending gid order
+        next_nodes, chosen_pos = _sample.relabel(nodes, candidates[chosen])
+        slot = np.full(candidates.shape[0], -1, dtype=np.int32)
+        slot[chosen] = chosen_pos
+        scale = np.zeros(next_nodes.shape[0])
+        scale[chosen_pos] = 1.0 / inclusion[chosen]
+        counts, kept, src_pos, weight = _layerwise.keep_edges(offsets, order, column, slot, scale, self.normalize)
         indptr = np.zeros(nodes.shape[0] + 1, dtype=np.int64)
         np.cumsum(counts, out=indptr[1:])
         return next_nodes, Block(int(next_nodes.shape[0]), int(nodes.shape[0]), indptr, src_pos, eids[kept],

@@ -123,16 +123,17 @@ def test_layer_kernels_equal_numpy(num_edges):
     assert np.allclose(norms, want[candidates], rtol=1e-12)
 
     chosen = rng.random(candidates.shape[0]) < 0.3
-    scale = np.where(chosen, rng.random(candidates.shape[0]) + 1, 0.0)
+    slot = np.where(chosen, rng.permutation(candidates.shape[0]), -1).astype(np.int32)  # distinct positions
+    scale = np.zeros(candidates.shape[0])
+    scale[slot[chosen]] = rng.random(np.count_nonzero(chosen)) + 1
     keep = np.isin(src, candidates[chosen])
-    by_gid = dict(zip(candidates.tolist(), scale.tolist()))
-    raw = np.array([by_gid[u] for u in src[keep]]) / degree[row[keep]]
+    of_gid = {u: (s, scale[s] if s >= 0 else 0.0) for u, s in zip(candidates.tolist(), slot.tolist())}
+    raw = np.array([of_gid[u][1] for u in src[keep]]) / degree[row[keep]]
     for normalize in (False, True):
-        counts, kept, kept_column, weight = _layerwise.keep_edges(offsets, order, column, chosen.view(np.uint8),
-                                                                  scale, normalize)
+        counts, kept, src_pos, weight = _layerwise.keep_edges(offsets, order, column, slot, scale, normalize)
         assert np.array_equal(counts, np.bincount(row[keep], minlength=300))
         assert np.array_equal(kept, np.flatnonzero(keep))
-        assert np.array_equal(candidates[kept_column], src[keep])
+        assert np.array_equal(src_pos, [of_gid[u][0] for u in src[keep]])
         want_weight = raw / np.bincount(row[keep], weights=raw, minlength=300)[row[keep]] if normalize else raw
         assert np.allclose(weight, want_weight, rtol=1e-6)
 
