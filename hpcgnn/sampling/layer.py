@@ -21,7 +21,9 @@ Each layer reads its destinations' whole in-edge lists (:meth:`~hpcgnn.graph.Dis
 remote rows through the windows) and passes over them twice in compiled code
 (:mod:`hpcgnn._layerwise`): once for the candidates and their norms, once for the kept edges.
 Candidate u's uniform is :func:`~hpcgnn.runtime.rng.unit_uniform` of its gid under a seed keyed
-by the batch seed and the layer, so a batch is the same on any number of ranks.
+by the batch seed and the layer, so a batch is the same on any number of ranks. The next
+layer's nodes are the destinations followed by the kept candidates not among them, in
+ascending gid order.
 """
 from __future__ import annotations
 
