@@ -60,6 +60,14 @@ def hpcgnn_cmd(*args):
     return [sys.executable, "-m", "hpcgnn.cli", *args]
 
 
+def serial_env() -> dict:
+    """This environment without the launcher's PMI variables: a serial command started from an
+    MPI rank (a benchmark run under mpiexec preparing its graph) is a singleton MPI job of its
+    own, where those variables would make its MPI_Init connect to the rank's launcher and fail."""
+    return {key: value for key, value in os.environ.items()
+            if not key.startswith(("PMI_", "PMIX_", "HYDRA_", "OMPI_"))}
+
+
 def ensure_graph(nodes, edges, feat_dim, classes, seed=0):
     """Generate (once) the RMAT benchmark graph; return its path."""
     os.makedirs(WORK, exist_ok=True)
@@ -67,7 +75,7 @@ def ensure_graph(nodes, edges, feat_dim, classes, seed=0):
     if not os.path.exists(path):
         subprocess.run(hpcgnn_cmd("generate", "rmat", "--nodes", str(nodes), "--edges", str(edges),
                                   "--feat-dim", str(feat_dim), "--classes", str(classes),
-                                  "--seed", str(seed), "--out", path), check=True)
+                                  "--seed", str(seed), "--out", path), check=True, env=serial_env())
     return path
 
 
@@ -94,5 +102,5 @@ def ensure_parts(graph, parts, tag, *flags):
     out = os.path.join(WORK, f"{tag}_{parts}")
     if not os.path.exists(os.path.join(out, "meta.json")):
         subprocess.run(hpcgnn_cmd("partition", graph, "--parts", str(parts), "--symmetrize", "--out", out, "--force",
-                                  *flags), check=True, capture_output=True)
+                                  *flags), check=True, capture_output=True, env=serial_env())
     return out
