@@ -6,7 +6,9 @@ every step, so a run's memory grew by megabytes per step (1.6 GB over 429 shapes
 [~6500 x 200] x [200 x 256] map here) and every step paid for a new primitive. :func:`linear`
 pads the rows up to a bucket of at most 8 sizes per power of two (at most 12.5% extra rows,
 zeros, sliced off again), so shapes repeat: the same loop then grew 9 MB and ran faster.
-Float32 maps are passed through unchanged.
+The padded copy is written once, already in bfloat16, and only its extra rows are zeroed
+(``F.pad`` zero-fills the whole copy before writing the rows, and autocast then makes a second
+copy to cast it). Float32 maps are passed through unchanged.
 """
 from __future__ import annotations
 
@@ -25,6 +27,32 @@ def bucket_rows(rows) -> int:
     return -(-rows // step) * step
 
 
+class _PadRows(torch.autograd.Function):
+    """``x`` cast to ``dtype`` with zero rows appended up to ``padded``, in one write; the
+    gradient is the first rows of the padded one, cast back."""
+
+    @staticmethod
+    def forward(ctx, x, padded, dtype):
+        rows = x.shape[0]
+        out = torch.empty((padded, *x.shape[1:]), dtype=dtype)
+        out[:rows].copy_(x)
+        out[rows:].zero_()
+        ctx.rows, ctx.dtype = rows, x.dtype
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad[:ctx.rows].to(ctx.dtype), None, None
+
+
+def pad_rows(x, padded) -> torch.Tensor:
+    """Local. ``x`` in the CPU autocast dtype, with zero rows appended up to ``padded`` rows."""
+    dtype = torch.get_autocast_dtype("cpu")
+    if padded == x.shape[0]:
+        return x.to(dtype)
+    return _PadRows.apply(x, padded, dtype)
+
+
 def linear(x, weight, bias=None):
     """Local. ``F.linear(x, weight, bias)``; under CPU autocast with ``x``'s rows padded to
     :func:`bucket_rows` and the extra rows cut from the result."""
@@ -32,7 +60,7 @@ def linear(x, weight, bias=None):
     padded = bucket_rows(rows) if torch.is_autocast_enabled("cpu") else rows
     if padded == rows:
         return F.linear(x, weight, bias)
-    return F.linear(F.pad(x, (0, 0, 0, padded - rows)), weight, bias)[:rows]
+    return F.linear(pad_rows(x, padded), weight, bias)[:rows]
 
 
 def linear_maps(x, weights):
@@ -41,8 +69,5 @@ def linear_maps(x, weights):
     rows = x.shape[0]
     if not torch.is_autocast_enabled("cpu"):
         return [F.linear(x, weight) for weight in weights]
-    padded = bucket_rows(rows)
-    x = x.to(torch.bfloat16)
-    if padded != rows:
-        x = F.pad(x, (0, 0, 0, padded - rows))
+    x = pad_rows(x, bucket_rows(rows))
     return [F.linear(x, weight)[:rows] for weight in weights]

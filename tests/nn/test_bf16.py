@@ -190,6 +190,34 @@ def test_bf16_gemm_rows_are_bucketed():
     assert torch.equal(linear(x, w, b), torch.nn.functional.linear(x, w, b))  # float32: unchanged
 
 
+def test_bf16_padded_gemm_equals_f_pad_to_the_bit():
+    from hpcgnn.nn.gemm import bucket_rows, linear, pad_rows
+
+    torch.manual_seed(3)
+    x = torch.randn(70, 24, requires_grad=True)
+    w, b = torch.randn(16, 24, requires_grad=True), torch.randn(16, requires_grad=True)
+    padded = bucket_rows(70)
+    assert padded > 70
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        filler = torch.full((padded, 24), 7.0, dtype=torch.bfloat16)
+        del filler  # a freed block the padded copy may reuse, not zeroed
+        copy = pad_rows(x, padded)
+        assert copy.dtype == torch.bfloat16 and torch.equal(copy[70:], torch.zeros(padded - 70, 24, dtype=copy.dtype))
+        assert torch.equal(copy[:70], x.detach().to(torch.bfloat16))
+    results = []
+    for pad in (lambda t: pad_rows(t, padded), lambda t: torch.nn.functional.pad(t, (0, 0, 0, padded - 70))):
+        for t in (x, w, b):
+            t.grad = None
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = torch.nn.functional.linear(pad(x), w, b)[:70]
+        (out.float() * torch.linspace(-1, 1, 16)).sum().backward()
+        results.append([out.detach(), x.grad, w.grad, b.grad])
+    assert results[0][1].dtype == torch.float32
+    assert all(torch.equal(ours, theirs) for ours, theirs in zip(*results))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.equal(linear(x, w, b), results[1][0])
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.uint16], ids=["fp32", "bf16"])
 def test_spmm_threads_split_rows_without_changing_a_bit(dtype):
     from hpcgnn import _spmm
