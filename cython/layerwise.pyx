@@ -10,10 +10,9 @@ of thousands, so one hash table over all of them would be tens of megabytes and 
 cache miss. Instead the edges are split by a hash of their source into buckets of a few
 thousand edges (a counting pass and a streaming scatter); each bucket is then reduced with a
 small open-addressing table (sized by the bucket's distinct sources, doubling as they come)
-that stays in the core's cache. :func:`keep_edges` then reads the rows in edge order against
-a table of the chosen candidates only (the layer's budget: it stays in cache too), so no per-edge
-map from the buckets back to the rows is written or kept between the two. Work and memory are
-linear in the layer's edges; nothing is sized by the number of nodes of the graph.
+that stays in the core's cache, and its edges' candidates are written in bucket order. :func:`keep_edges` reads that order once to mark and count the kept
+edges, then the rows once in edge order, writing its outputs in place. Work and memory are linear in the layer's edges; nothing is
+sized by the number of nodes of the graph.
 """
 import numpy as np
 
@@ -29,6 +28,7 @@ cdef extern from "splitmix64.h" nogil:
 cdef struct _Item:  # one in-edge, as its bucket holds it
     int64_t gid
     int32_t row
+    uint32_t edge
 
 
 cdef struct _Slot:
@@ -80,6 +80,10 @@ def column_norms(const int64_t[::1] offsets, const int64_t[::1] src):
         ``sum over rows v of P[v, u]**2``, with ``P[v, u]`` = (copies of the edge u -> v in row
         v) / (length of row v): the squared column norms of the mean-aggregation matrix over
         these rows. Parallel edges add up before squaring.
+    order : int64 array of length ``len(src)``
+        The edges in the kernels' (bucket) order: edge positions into ``src``.
+    column : int32 array of length ``len(src)``
+        ``candidates[column[k]] == src[order[k]]``. Both go to :func:`keep_edges` unchanged.
     """
     cdef int64_t n = offsets.shape[0] - 1, num_edges = src.shape[0]
     if offsets[n] != num_edges:
@@ -96,6 +100,10 @@ def column_norms(const int64_t[::1] offsets, const int64_t[::1] src):
     cdef _Item* items = <_Item*>malloc(max(num_edges, 1) * sizeof(_Item))
     if items == NULL:
         raise MemoryError(f"{num_edges} edges of one layer")
+    order_a = np.empty(num_edges, dtype=np.int64)
+    column_a = np.empty(num_edges, dtype=np.int32)
+    cdef int64_t[::1] order = order_a
+    cdef int32_t[::1] column = column_a
     cdef vector[int64_t] found
     cdef vector[double] norms
     cdef vector[_Slot] table, spare
@@ -114,7 +122,7 @@ def column_norms(const int64_t[::1] offsets, const int64_t[::1] src):
                 b = hpcgnn_mix64(<uint64_t>src[e]) & bucket_mask
                 k = start[b]
                 start[b] += 1
-                items[k].gid, items[k].row = src[e], <int32_t>v
+                items[k].gid, items[k].row, items[k].edge = src[e], <int32_t>v, <uint32_t>e
         for b in range(num_buckets - 1, 0, -1):  # each cursor stopped at the next bucket's start
             start[b] = start[b - 1]
         start[0] = 0
@@ -147,6 +155,8 @@ def column_norms(const int64_t[::1] offsets, const int64_t[::1] src):
                     table[slot].pending = 0.0
                     table[slot].last_row = row
                 table[slot].pending += 1.0 / <double>(offsets[row + 1] - offsets[row])
+                order[k] = items[k].edge
+                column[k] = table[slot].index
             for slot in range(<uint64_t>table.size()):
                 if table[slot].index != -1:
                     norms[table[slot].index] = table[slot].norm + table[slot].pending * table[slot].pending
@@ -158,26 +168,21 @@ def column_norms(const int64_t[::1] offsets, const int64_t[::1] src):
     for k in range(<int64_t>found.size()):
         candidates_view[k] = found[k]
         norms_view[k] = norms[k]
-    return candidates_a, norms_a
+    return candidates_a, norms_a, order_a, column_a
 
 
-cdef struct _Chosen:
-    int64_t gid
-    int32_t slot    # -1 marks an empty entry
-
-
-def keep_edges(const int64_t[::1] offsets, const int64_t[::1] src, const int64_t[::1] chosen,
+def keep_edges(const int64_t[::1] offsets, const int64_t[::1] order, const int32_t[::1] column,
                const int32_t[::1] slot, const double[::1] scale, bint normalize):
     """Local. The in-edges of chosen candidates, in edge order, with LADIES' weights.
 
     Parameters
     ----------
-    offsets, src : arrays
+    offsets : int64 array
         The layer's rows, as given to :func:`column_norms`.
-    chosen : int64 array
-        The chosen candidates' gids (distinct).
-    slot : int32 array of length ``len(chosen)``
-        Each chosen candidate's position in the next layer's node list.
+    order, column : arrays
+        From :func:`column_norms`.
+    slot : int32 array
+        Per candidate: its position in the next layer's node list when chosen, else -1.
     scale : float64 array
         Per position of the next layer's node list: ``1 / pi_u`` of the chosen candidate ``u``
         there.
@@ -189,47 +194,31 @@ def keep_edges(const int64_t[::1] offsets, const int64_t[::1] src, const int64_t
     counts : int64 array of length n
         Kept edges per row.
     kept : int64 array
-        Positions (into ``src``) of the kept edges, in edge order.
+        Positions (into the layer's ``src``) of the kept edges, in edge order.
     src_pos : int64 array
         ``slot`` of each kept edge's source.
     weight : float32 array
         Per kept edge ``scale[u] / (length of its row)`` (each parallel copy its own), divided by
         the row's sum with ``normalize``.
     """
-    cdef int64_t n = offsets.shape[0] - 1, num_edges = src.shape[0], num_chosen = chosen.shape[0]
-    if offsets[n] != num_edges or slot.shape[0] != num_chosen:
-        raise ValueError(f"offsets end at {offsets[n]}, src has {num_edges} edges; "
-                         f"{num_chosen} chosen with {slot.shape[0]} slots")
-    cdef int64_t capacity = 16
-    while capacity < 2 * num_chosen:
-        capacity <<= 1
-    cdef vector[_Chosen] table
-    cdef _Chosen empty
-    empty.slot = -1
-    table.assign(capacity, empty)
-    cdef uint64_t mask = <uint64_t>(capacity - 1), h
+    cdef int64_t n = offsets.shape[0] - 1, num_edges = order.shape[0]
+    if offsets[n] != num_edges or column.shape[0] != num_edges:
+        raise ValueError(f"offsets end at {offsets[n]}, order has {num_edges} edges, column {column.shape[0]}")
     counts_a = np.zeros(n, dtype=np.int64)
     cdef int64_t[::1] counts = counts_a
-    # the chosen gids' table (16 bytes a slot, at most half full) stays in cache while the rows
-    # stream past it; each edge's slot (-1: not kept) is written in edge order, then read again
+    # each kept edge's slot, by edge (a third of a layer's edges or more: chosen hubs have many);
+    # then the rows are read in edge order against small per-slot arrays
     cdef vector[int32_t] slot_of_edge
-    slot_of_edge.resize(num_edges)
-    cdef int64_t v, e, k, w = 0, first, total_kept = 0, gid
+    slot_of_edge.assign(num_edges, -1)
+    cdef int64_t v, e, k, w = 0, first, total_kept = 0
     cdef int32_t s
     cdef double entry, total
     with nogil:
-        for k in range(num_chosen):
-            h = (hpcgnn_mix64(<uint64_t>chosen[k]) >> 32) & mask
-            while table[h].slot != -1:
-                h = (h + 1) & mask
-            table[h].gid, table[h].slot = chosen[k], slot[k]
-        for e in range(num_edges):
-            gid = src[e]
-            h = (hpcgnn_mix64(<uint64_t>gid) >> 32) & mask
-            while table[h].slot != -1 and table[h].gid != gid:
-                h = (h + 1) & mask
-            slot_of_edge[e] = table[h].slot
-            total_kept += table[h].slot >= 0
+        for k in range(num_edges):
+            s = slot[column[k]]
+            if s >= 0:
+                slot_of_edge[order[k]] = s
+                total_kept += 1
     kept_a = np.empty(total_kept, dtype=np.int64)
     src_pos_a = np.empty(total_kept, dtype=np.int64)
     weight_a = np.empty(total_kept, dtype=np.float32)

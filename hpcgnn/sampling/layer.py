@@ -19,8 +19,7 @@ a weighted mean of the kept in-neighbours, biased by O(1/s) but with less varian
 
 Each layer reads its destinations' whole in-edge lists (:meth:`~hpcgnn.graph.DistGraph.in_edges`,
 remote rows through the windows) and passes over them twice in compiled code
-(:mod:`hpcgnn._layerwise`): once for the candidates and their norms, once for the kept edges
-(the in-edges of the chosen candidates, looked up in a table of those only).
+(:mod:`hpcgnn._layerwise`): once for the candidates and their norms, once for the kept edges.
 Candidate u's uniform is :func:`~hpcgnn.runtime.rng.unit_uniform` of its gid under a seed keyed
 by the batch seed and the layer, so a batch is the same on any number of ranks. The next
 layer's nodes are the destinations followed by the kept candidates not among them, in
@@ -76,15 +75,16 @@ class LayerSampler:
     def layer(self, graph, nodes, size, seed):
         """Local. One layer's block over destinations ``nodes``: ``(next_nodes, Block)``."""
         offsets, src, eids = graph.in_edges(nodes)
-        candidates, norms = _layerwise.column_norms(offsets, src)
+        candidates, norms, order, column = _layerwise.column_norms(offsets, src)
         inclusion = inclusion_probabilities(norms, size)
         chosen = np.flatnonzero(unit_uniform(candidates, seed) < inclusion)
         chosen = chosen[np.argsort(candidates[chosen])]  # the next layer's new nodes in ascending gid order
         next_nodes, chosen_pos = _sample.relabel(nodes, candidates[chosen])
+        slot = np.full(candidates.shape[0], -1, dtype=np.int32)
+        slot[chosen] = chosen_pos
         scale = np.zeros(next_nodes.shape[0])
         scale[chosen_pos] = 1.0 / inclusion[chosen]
-        counts, kept, src_pos, weight = _layerwise.keep_edges(offsets, src, candidates[chosen],
-                                                              chosen_pos.astype(np.int32), scale, self.normalize)
+        counts, kept, src_pos, weight = _layerwise.keep_edges(offsets, order, column, slot, scale, self.normalize)
         indptr = np.zeros(nodes.shape[0] + 1, dtype=np.int64)
         np.cumsum(counts, out=indptr[1:])
         return next_nodes, Block(int(next_nodes.shape[0]), int(nodes.shape[0]), indptr, src_pos, eids[kept],

@@ -114,22 +114,23 @@ def test_layer_kernels_equal_numpy(num_edges):
     offsets = np.concatenate([[0], np.cumsum(degree)]).astype(np.int64)
     src = rng.integers(0, 5_000, offsets[-1]).astype(np.int64)  # parallel edges in most long rows
     row = np.repeat(np.arange(300), degree)
-    candidates, norms = _layerwise.column_norms(offsets, src)
+    candidates, norms, order, column = _layerwise.column_norms(offsets, src)
     assert np.array_equal(np.sort(candidates), np.unique(src))
+    assert np.array_equal(np.sort(order), np.arange(src.shape[0]))
+    assert np.array_equal(candidates[column], src[order])
     pairs, copies = np.unique(row * 5_000 + src, return_counts=True)  # (v, u) and its copies
     want = np.bincount(pairs % 5_000, weights=(copies / degree[pairs // 5_000]) ** 2, minlength=5_000)
     assert np.allclose(norms, want[candidates], rtol=1e-12)
 
-    chosen = np.flatnonzero(rng.random(candidates.shape[0]) < 0.3)
-    slot = rng.permutation(candidates.shape[0])[:chosen.shape[0]].astype(np.int32)  # distinct positions
+    chosen = rng.random(candidates.shape[0]) < 0.3
+    slot = np.where(chosen, rng.permutation(candidates.shape[0]), -1).astype(np.int32)  # distinct positions
     scale = np.zeros(candidates.shape[0])
-    scale[slot] = rng.random(chosen.shape[0]) + 1
+    scale[slot[chosen]] = rng.random(np.count_nonzero(chosen)) + 1
     keep = np.isin(src, candidates[chosen])
-    of_gid = {u: (s, scale[s]) for u, s in zip(candidates[chosen].tolist(), slot.tolist())}
+    of_gid = {u: (s, scale[s] if s >= 0 else 0.0) for u, s in zip(candidates.tolist(), slot.tolist())}
     raw = np.array([of_gid[u][1] for u in src[keep]]) / degree[row[keep]]
     for normalize in (False, True):
-        counts, kept, src_pos, weight = _layerwise.keep_edges(offsets, src, candidates[chosen], slot, scale,
-                                                              normalize)
+        counts, kept, src_pos, weight = _layerwise.keep_edges(offsets, order, column, slot, scale, normalize)
         assert np.array_equal(counts, np.bincount(row[keep], minlength=300))
         assert np.array_equal(kept, np.flatnonzero(keep))
         assert np.array_equal(src_pos, [of_gid[u][0] for u in src[keep]])
