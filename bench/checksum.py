@@ -31,7 +31,10 @@ def worker(path):
     """Every rank loads its part of ``path``; rank 0 prints each rank's seconds."""
     from hpcgnn import DistGraph
     from hpcgnn.prep import ondisk
+    from hpcgnn.runtime.abort import install_abort_hook
     from hpcgnn.runtime.comm import world
+
+    install_abort_hook()  # an error on one rank ends the job instead of leaving the others waiting
 
     comm = world()
     comm.Barrier()

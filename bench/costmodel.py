@@ -48,6 +48,8 @@ import json, sys
 import numpy as np
 from hpcgnn import DistGraph, NeighborSampler, NodeDataLoader, node_split
 from hpcgnn.runtime.comm import world
+from hpcgnn.runtime.abort import install_abort_hook
+install_abort_hook()  # an error on one rank ends the job instead of leaving the others waiting
 comm = world()
 g = DistGraph(sys.argv[1], comm)
 loader = NodeDataLoader(g, node_split("train_mask", g), NeighborSampler([int(f) for f in sys.argv[2].split(",")]),
@@ -69,6 +71,8 @@ import json, time
 import numpy as np
 from mpi4py import MPI
 from hpcgnn.runtime.comm import world
+from hpcgnn.runtime.abort import install_abort_hook
+install_abort_hook()  # an error on one rank ends the job instead of leaving the others waiting
 comm = world()
 out = []
 for size in (1 << 3, 1 << 10, 1 << 14, 1 << 18, 1 << 21, 1 << 23):

@@ -73,10 +73,12 @@ def alltoallv_gather(comm, book, local, gids, MPI):
 
 
 def worker(args):
+    from hpcgnn.runtime.abort import install_abort_hook
     from hpcgnn.runtime.comm import mpi, world
     from hpcgnn.store.dist_tensor import DistTensor
 
     MPI = mpi()
+    install_abort_hook()  # an error on one rank ends the job instead of leaving the others waiting
     comm = world()
     num_rows, cols = args.rows, args.cols
 

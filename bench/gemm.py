@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench import common  # noqa: E402
 from hpcgnn import DistGraph, NeighborSampler, NodeDataLoader, node_split  # noqa: E402
 from hpcgnn.nn import SAGE, set_precision  # noqa: E402
+from hpcgnn.runtime.abort import install_abort_hook  # noqa: E402
 from hpcgnn.runtime.comm import world  # noqa: E402
 from hpcgnn.training.gradsync import FlatGradients, build_sync  # noqa: E402
 
@@ -119,6 +120,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--json")
     args = parser.parse_args()
+    install_abort_hook()  # an error on one rank ends the job instead of leaving the others waiting
     comm = world()
     torch.set_num_threads(1)
     parts = args.parts or os.path.join(common.WORK, f"train_medium_{comm.size}")

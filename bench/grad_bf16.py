@@ -26,7 +26,9 @@ import numpy as np
 import torch
 from mpi4py import MPI
 from hpcgnn.runtime.comm import world
+from hpcgnn.runtime.abort import install_abort_hook
 from hpcgnn.training.gradsync import FlatGradients, build_sync
+install_abort_hook()  # an error on one rank ends the job instead of leaving the others waiting
 comm = world()
 
 def callback_sum(inbuf, inoutbuf, datatype):

@@ -43,6 +43,7 @@ def measure(graph, sampler, batches, comm):
 
 def main():
     from hpcgnn import DistGraph, NeighborSampler, node_split
+    from hpcgnn.runtime.abort import install_abort_hook
     from hpcgnn.runtime.allocator import keep_heap_memory
     from hpcgnn.runtime.comm import world
     from hpcgnn.sampling.layer import LayerSampler
@@ -53,6 +54,7 @@ def main():
     parser.add_argument("--layer-sizes", default="8000,4000")
     args = parser.parse_args()
     keep_heap_memory()  # as hpcgnn.train does
+    install_abort_hook()  # an error on one rank ends the job instead of leaving the others waiting
     comm = world()
     path = common.ensure_graph(*common.GRAPHS[args.graph]) if comm.rank == 0 else None
     parts = common.ensure_parts(path, comm.size, f"samplers_{args.graph}") if comm.rank == 0 else None

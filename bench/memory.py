@@ -24,7 +24,10 @@ from dgl_standalone_memory import memory  # noqa: E402
 
 def worker(path):
     from hpcgnn import DistGraph
+    from hpcgnn.runtime.abort import install_abort_hook
     from hpcgnn.runtime.comm import world
+
+    install_abort_hook()  # an error on one rank ends the job instead of leaving the others waiting
 
     comm = world()
     with DistGraph(path, comm) as graph:

@@ -25,8 +25,10 @@ SCALE_INPUT_EDGES = 125_000_000
 RANK_SCRIPT = r"""
 import json, sys, tracemalloc
 from mpi4py import MPI
+from hpcgnn.runtime.abort import install_abort_hook
 from hpcgnn.prep.dist.pipeline import partition_distributed
 from hpcgnn.prep.partition import DEFAULT_BALANCE, build_parser
+install_abort_hook()  # an error on one rank ends the job instead of leaving the others waiting
 comm = MPI.COMM_WORLD
 args = build_parser().parse_args([sys.argv[1], "--parts", sys.argv[2], "--symmetrize", "--method", "multilevel",
                                   "--out", sys.argv[3], "--force"])

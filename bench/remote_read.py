@@ -72,7 +72,10 @@ def reader(graph, tensor, caches, sampler, seeds, rng):
 def child(args):
     from hpcgnn import DistGraph, NeighborSampler, node_split
     from hpcgnn.loading.cache import RemoteRowCache
+    from hpcgnn.runtime.abort import install_abort_hook
     from hpcgnn.runtime.comm import world
+
+    install_abort_hook()  # an error on one rank ends the job instead of leaving the others waiting
 
     comm = world()
     graph = DistGraph(args.parts, comm, progress_interval=args.progress_ms / 1000)

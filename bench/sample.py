@@ -40,11 +40,13 @@ def measure(run_batches, repeats, batches, warmup):
 
 def worker(path, mode, repeats, batches, warmup, batch_size):
     from hpcgnn import DistGraph, NeighborSampler, NodeDataLoader, node_split
+    from hpcgnn.runtime.abort import install_abort_hook
     from hpcgnn.runtime.allocator import keep_heap_memory
     from hpcgnn.runtime.comm import mpi, world
 
     keep_heap_memory()  # as hpcgnn.train does
     MPI = mpi()
+    install_abort_hook()  # an error on one rank ends the job instead of leaving the others waiting
     comm = world()
     graph = DistGraph(path, comm)
     train = node_split("train_mask", graph, seed=0)
