@@ -94,11 +94,22 @@ def pytest_pyfunc_call(pyfuncitem):
     if marker is None or in_mpi_child():
         return None
     nranks = pyfuncitem.funcargs["nranks"]
-    timeout = marker.kwargs.get("timeout", DEFAULT_TIMEOUT)
-    shared = pyfuncitem.funcargs.get("shared_tmp") or str(pyfuncitem.funcargs.get("tmp_path", "/tmp"))
     exe = mpiexec_path()
     if exe is None:
         pytest.fail("mpiexec not found (run 'make install')")
+    shared = pyfuncitem.funcargs.get("shared_tmp") or pyfuncitem.funcargs.get("tmp_path")
+    if shared is None:  # a test without a temp directory: one of its own, removed after the run
+        owned = tempfile.mkdtemp(prefix="hpcgnn-mpi-test-")
+        try:
+            return run_under_mpiexec(pyfuncitem, marker, exe, nranks, owned)
+        finally:
+            shutil.rmtree(owned, ignore_errors=True)
+    return run_under_mpiexec(pyfuncitem, marker, exe, nranks, str(shared))
+
+
+def run_under_mpiexec(pyfuncitem, marker, exe, nranks, shared):
+    """Run one test on ``nranks`` ranks, every rank's pytest session writing its outcome under ``shared``."""
+    timeout = marker.kwargs.get("timeout", DEFAULT_TIMEOUT)
     results = tempfile.mkdtemp(prefix="mpi-results-", dir=shared)
     env = dict(os.environ, **{CHILD_ENV: "1", SHARED_ENV: shared, RESULTS_ENV: results, "OMP_NUM_THREADS": "1"})
     program = [sys.executable, "-m", "pytest", "-q", "-x", "--no-header", "-p", "no:cacheprovider", pyfuncitem.nodeid]
