@@ -3,14 +3,14 @@
  *
  * A row's entries are its in-edges; z rows hold `heads` blocks of `dim` elements; alpha holds
  * one float32 per (entry, head). The bodies are plain loops written once (templates over the
- * row type); each entry point is compiled for AVX-512 and for the baseline ISA, and the caller
- * picks one at run time, as in spmm_kernels.h. */
+ * row type); each entry point has two builds, AVX-512 and baseline (cpu_dispatch.h). */
 #ifndef HPCGNN_ATTENTION_KERNELS_H
 #define HPCGNN_ATTENTION_KERNELS_H
 #include <math.h>
 #include <stdint.h>
 
 #include "bf16.h"
+#include "cpu_dispatch.h"
 #include "row_threads.h"
 
 #define HPCGNN_ATTN_AHEAD 16
@@ -126,49 +126,29 @@ static inline __attribute__((always_inline)) void hpcgnn_edge_softmax_backward_b
     }
 }
 
-/* Each body behind two entry points, AVX-512 and baseline (always_inline puts the loop in the
- * target's context, so the AVX-512 copy is vectorised for it). */
-#if defined(__GNUC__) && defined(__x86_64__)
-#define HPCGNN_ATTN_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
-static inline int hpcgnn_attn_has_avx512bf16(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512bf16");
-}
-#else
-#define HPCGNN_ATTN_AVX512
-static inline int hpcgnn_attn_has_avx512bf16(void) { return 0; }
-#endif
-
-#define HPCGNN_ATTN_VARIANTS(NAME, PARAMS, ARGS, BODY)                  \
-    HPCGNN_ATTN_AVX512 static void NAME##_avx512 PARAMS { BODY ARGS; } \
-    static void NAME##_portable PARAMS { BODY ARGS; }
-
 #define HPCGNN_HEAD_PARAMS(ROW)                                                                       \
     (const int64_t* indptr, const int64_t* col, const float* alpha, const int64_t* order, const ROW* z,     \
      ROW* out, int64_t start, int64_t end, int64_t heads, int64_t dim, int64_t total, float* acc)
 #define HPCGNN_HEAD_ARGS (indptr, col, alpha, order, z, out, start, end, heads, dim, total, acc)
-HPCGNN_ATTN_VARIANTS(hpcgnn_head_spmm_f32, HPCGNN_HEAD_PARAMS(float), HPCGNN_HEAD_ARGS, hpcgnn_head_spmm_body<float>)
-HPCGNN_ATTN_VARIANTS(hpcgnn_head_spmm_bf16, HPCGNN_HEAD_PARAMS(uint16_t), HPCGNN_HEAD_ARGS,
+HPCGNN_TWO_BUILDS(hpcgnn_head_spmm_f32, HPCGNN_HEAD_PARAMS(float), HPCGNN_HEAD_ARGS, hpcgnn_head_spmm_body<float>)
+HPCGNN_TWO_BUILDS(hpcgnn_head_spmm_bf16, HPCGNN_HEAD_PARAMS(uint16_t), HPCGNN_HEAD_ARGS,
                      hpcgnn_head_spmm_body<uint16_t>)
 
 #define HPCGNN_SDDMM_PARAMS(ROW)                                                                       \
     (const int64_t* indptr, const int64_t* col, const ROW* grad_out, const ROW* z, float* grad_alpha,     \
      int64_t start, int64_t end, int64_t heads, int64_t dim, int64_t total, float* g)
 #define HPCGNN_SDDMM_ARGS (indptr, col, grad_out, z, grad_alpha, start, end, heads, dim, total, g)
-HPCGNN_ATTN_VARIANTS(hpcgnn_head_sddmm_f32, HPCGNN_SDDMM_PARAMS(float), HPCGNN_SDDMM_ARGS,
+HPCGNN_TWO_BUILDS(hpcgnn_head_sddmm_f32, HPCGNN_SDDMM_PARAMS(float), HPCGNN_SDDMM_ARGS,
                      hpcgnn_head_sddmm_body<float>)
-HPCGNN_ATTN_VARIANTS(hpcgnn_head_sddmm_bf16, HPCGNN_SDDMM_PARAMS(uint16_t), HPCGNN_SDDMM_ARGS,
+HPCGNN_TWO_BUILDS(hpcgnn_head_sddmm_bf16, HPCGNN_SDDMM_PARAMS(uint16_t), HPCGNN_SDDMM_ARGS,
                      hpcgnn_head_sddmm_body<uint16_t>)
-
-static inline int hpcgnn_attn_fast(int fast) { return fast && hpcgnn_attn_has_avx512bf16(); }
 
 /* The entry points the module calls: rows split over `threads` threads. */
 template <typename Row>
 static void hpcgnn_head_spmm(const int64_t* indptr, const int64_t* col, const float* alpha, const int64_t* order,
                              const Row* z, Row* out, int64_t rows, int64_t heads, int64_t dim, int fast, int threads) {
     const int64_t total = indptr[rows];
-    const bool avx = hpcgnn_attn_fast(fast);
+    const bool avx = hpcgnn_use_avx512(fast);
     hpcgnn_rows_parallel(indptr, rows, threads, heads * dim, [=](int64_t start, int64_t end, float* acc) {
         if constexpr (sizeof(Row) == 4) {
             (avx ? hpcgnn_head_spmm_f32_avx512 : hpcgnn_head_spmm_f32_portable)(
@@ -184,7 +164,7 @@ template <typename Row>
 static void hpcgnn_head_sddmm(const int64_t* indptr, const int64_t* col, const Row* grad_out, const Row* z,
                               float* grad_alpha, int64_t rows, int64_t heads, int64_t dim, int fast, int threads) {
     const int64_t total = indptr[rows];
-    const bool avx = hpcgnn_attn_fast(fast);
+    const bool avx = hpcgnn_use_avx512(fast);
     hpcgnn_rows_parallel(indptr, rows, threads, heads * dim, [=](int64_t start, int64_t end, float* g) {
         if constexpr (sizeof(Row) == 4) {
             (avx ? hpcgnn_head_sddmm_f32_avx512 : hpcgnn_head_sddmm_f32_portable)(

@@ -7,16 +7,10 @@
 
 #include "bf16.h"
 #include "splitmix64.h"
-
-/* Each loop is compiled twice, for AVX-512 (x86-64-v4) and for the baseline, and the loader
- * picks the one the CPU runs (an ifunc): the package may be built on a login node older than
- * the compute nodes. AVX-512 does the mask's 64-bit multiplies and the bfloat16 rounding 16 lanes
- * at a time, 2-3x the baseline's speed here; both give the same bits. */
-#if defined(__GNUC__) && defined(__x86_64__) && !defined(__clang__)
-#define HPCGNN_CLONES __attribute__((target_clones("arch=x86-64-v4", "default")))
-#else
-#define HPCGNN_CLONES
-#endif
+/* Each loop has two builds (cpu_dispatch.h): AVX-512 does the mask's 64-bit multiplies and the
+ * bfloat16 rounding 16 lanes at a time, 2-3x the baseline's speed; both give the same bits. */
+#include "cpu_dispatch.h"
+#define HPCGNN_BODY static inline __attribute__((always_inline)) void
 
 #ifdef __cplusplus
 #define HPCGNN_RESTRICT __restrict__
@@ -40,7 +34,7 @@ static inline void hpcgnn_draws(uint64_t stream, int64_t q, uint16_t draws[4]) {
 }
 
 /* out = mask * scale * (relu ? max(x, 0) : x) */
-HPCGNN_CLONES static void hpcgnn_masked_scale(const float* HPCGNN_RESTRICT x, float* HPCGNN_RESTRICT out, int64_t n,
+HPCGNN_BODY hpcgnn_masked_scale_body(const float* HPCGNN_RESTRICT x, float* HPCGNN_RESTRICT out, int64_t n,
                                        uint64_t seed, uint32_t threshold, float scale, int relu) {
     const uint64_t stream = seed * 0xD1B54A32D192ED03ULL;
     enum { CHUNK = 256 };           /* draws first, then a branch-free pass the compiler vectorises */
@@ -59,7 +53,7 @@ HPCGNN_CLONES static void hpcgnn_masked_scale(const float* HPCGNN_RESTRICT x, fl
 }
 
 /* the same on bfloat16 elements: computed in float32 from the same draws, rounded once */
-HPCGNN_CLONES static void hpcgnn_masked_scale_bf16(const uint16_t* HPCGNN_RESTRICT x, uint16_t* HPCGNN_RESTRICT out, int64_t n,
+HPCGNN_BODY hpcgnn_masked_scale_bf16_body(const uint16_t* HPCGNN_RESTRICT x, uint16_t* HPCGNN_RESTRICT out, int64_t n,
                                             uint64_t seed, uint32_t threshold, float scale, int relu) {
     const uint64_t stream = seed * 0xD1B54A32D192ED03ULL;
     enum { CHUNK = 256 };
@@ -75,7 +69,7 @@ HPCGNN_CLONES static void hpcgnn_masked_scale_bf16(const uint16_t* HPCGNN_RESTRI
     }
 }
 
-HPCGNN_CLONES static void hpcgnn_where_positive_bf16(const uint16_t* HPCGNN_RESTRICT grad, const uint16_t* HPCGNN_RESTRICT out,
+HPCGNN_BODY hpcgnn_where_positive_bf16_body(const uint16_t* HPCGNN_RESTRICT grad, const uint16_t* HPCGNN_RESTRICT out,
                                               uint16_t* HPCGNN_RESTRICT grad_in, int64_t n, float scale) {
     for (int64_t i = 0; i < n; i++)
         grad_in[i] = hpcgnn_f32_to_bf16(hpcgnn_select(hpcgnn_bf16_to_f32(grad[i]) * scale,
@@ -83,8 +77,42 @@ HPCGNN_CLONES static void hpcgnn_where_positive_bf16(const uint16_t* HPCGNN_REST
 }
 
 /* grad_in = grad * scale where out > 0, else 0 */
-HPCGNN_CLONES static void hpcgnn_where_positive(const float* HPCGNN_RESTRICT grad, const float* HPCGNN_RESTRICT out,
+HPCGNN_BODY hpcgnn_where_positive_body(const float* HPCGNN_RESTRICT grad, const float* HPCGNN_RESTRICT out,
                                          float* HPCGNN_RESTRICT grad_in, int64_t n, float scale) {
     for (int64_t i = 0; i < n; i++) grad_in[i] = hpcgnn_select(grad[i] * scale, out[i] > 0.0f);
+}
+
+#define HPCGNN_SCALE_PARAMS(ELEM)                                                                      \
+    (const ELEM* x, ELEM* out, int64_t n, uint64_t seed, uint32_t threshold, float scale, int relu)
+#define HPCGNN_SCALE_ARGS (x, out, n, seed, threshold, scale, relu)
+HPCGNN_TWO_BUILDS(hpcgnn_masked_scale_f32, HPCGNN_SCALE_PARAMS(float), HPCGNN_SCALE_ARGS, hpcgnn_masked_scale_body)
+HPCGNN_TWO_BUILDS(hpcgnn_masked_scale_b16, HPCGNN_SCALE_PARAMS(uint16_t), HPCGNN_SCALE_ARGS,
+                  hpcgnn_masked_scale_bf16_body)
+#define HPCGNN_WHERE_PARAMS(ELEM) (const ELEM* grad, const ELEM* out, ELEM* grad_in, int64_t n, float scale)
+#define HPCGNN_WHERE_ARGS (grad, out, grad_in, n, scale)
+HPCGNN_TWO_BUILDS(hpcgnn_where_positive_f32, HPCGNN_WHERE_PARAMS(float), HPCGNN_WHERE_ARGS, hpcgnn_where_positive_body)
+HPCGNN_TWO_BUILDS(hpcgnn_where_positive_b16, HPCGNN_WHERE_PARAMS(uint16_t), HPCGNN_WHERE_ARGS,
+                  hpcgnn_where_positive_bf16_body)
+
+/* The entry points: the AVX-512 build when `fast` and the CPU has it, else the baseline one. */
+static void hpcgnn_masked_scale(const float* x, float* out, int64_t n, uint64_t seed, uint32_t threshold,
+                                float scale, int relu, int fast) {
+    (hpcgnn_use_avx512(fast) ? hpcgnn_masked_scale_f32_avx512 : hpcgnn_masked_scale_f32_portable)(
+        x, out, n, seed, threshold, scale, relu);
+}
+static void hpcgnn_masked_scale_bf16(const uint16_t* x, uint16_t* out, int64_t n, uint64_t seed, uint32_t threshold,
+                                     float scale, int relu, int fast) {
+    (hpcgnn_use_avx512(fast) ? hpcgnn_masked_scale_b16_avx512 : hpcgnn_masked_scale_b16_portable)(
+        x, out, n, seed, threshold, scale, relu);
+}
+static void hpcgnn_where_positive(const float* grad, const float* out, float* grad_in, int64_t n, float scale,
+                                  int fast) {
+    (hpcgnn_use_avx512(fast) ? hpcgnn_where_positive_f32_avx512 : hpcgnn_where_positive_f32_portable)(
+        grad, out, grad_in, n, scale);
+}
+static void hpcgnn_where_positive_bf16(const uint16_t* grad, const uint16_t* out, uint16_t* grad_in, int64_t n,
+                                       float scale, int fast) {
+    (hpcgnn_use_avx512(fast) ? hpcgnn_where_positive_b16_avx512 : hpcgnn_where_positive_b16_portable)(
+        grad, out, grad_in, n, scale);
 }
 #endif

@@ -5,7 +5,7 @@ the CSR transpose that the backward pass multiplies with.
 
 bfloat16 arrays cross this module as uint16 (numpy has no bfloat16; torch's bfloat16 tensors
 are viewed as int16/uint16 without a copy). The AVX-512 build of each kernel is used when the
-CPU has AVX512-BF16 and ``fast`` is true; the portable build otherwise.
+CPU has AVX-512 and ``fast`` is true; the portable build otherwise.
 """
 import numpy as np
 
@@ -13,16 +13,23 @@ from libc.stdint cimport int64_t, uint16_t
 
 
 cdef extern from "spmm_kernels.h" nogil:
-    int hpcgnn_spmm_has_avx512bf16()
+    int hpcgnn_cpu_has_avx512()
+    int hpcgnn_cpu_has_avx512bf16()
     void hpcgnn_spmm_f32(const int64_t* indptr, const int64_t* col, const float* weight, const float* h,
                          float* out, int64_t rows, int64_t dim, int fast, int threads) except +
     void hpcgnn_spmm_bf16(const int64_t* indptr, const int64_t* col, const float* weight, const uint16_t* h,
                           uint16_t* out, int64_t rows, int64_t dim, int fast, int threads) except +
 
 
+def has_avx512() -> bool:
+    """Local. Whether this CPU runs the kernels' AVX-512 build (AVX512F, BW, VL and DQ)."""
+    return bool(hpcgnn_cpu_has_avx512())
+
+
 def has_avx512bf16() -> bool:
-    """Local. Whether this CPU runs the AVX-512 build (AVX512F, AVX512BW and AVX512-BF16)."""
-    return bool(hpcgnn_spmm_has_avx512bf16())
+    """Local. Whether this CPU also has bfloat16 dot-product units (AVX512-BF16), which torch's
+    bfloat16 GEMMs need to beat float32."""
+    return bool(hpcgnn_cpu_has_avx512bf16())
 
 
 cdef int _check(str name, const int64_t[::1] indptr, const int64_t[::1] col, object weight, int64_t h_rows,

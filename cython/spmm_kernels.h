@@ -2,14 +2,14 @@
  * for float32 and bfloat16 rows, always accumulated in float32.
  *
  * bfloat16 is the upper half of a float32: widening is a 16-bit shift, narrowing rounds to
- * nearest-even. Each kernel is compiled twice, for AVX-512 (with the BF16 conversions) and for
- * the baseline ISA, and the caller picks one at run time (hpcgnn_spmm_has_avx512bf16). */
+ * nearest-even. Each kernel has two builds, AVX-512 and baseline (cpu_dispatch.h). */
 #ifndef HPCGNN_SPMM_KERNELS_H
 #define HPCGNN_SPMM_KERNELS_H
 #include <stdint.h>
 #include <string.h>
 
 #include "bf16.h"
+#include "cpu_dispatch.h"
 
 #ifdef __cplusplus
 #define HPCGNN_RESTRICT __restrict__
@@ -54,19 +54,7 @@
         HPCGNN_SPMM_BODY(uint16_t, hpcgnn_bf16_to_f32, hpcgnn_f32_to_bf16)                          \
     }
 
-#if defined(__GNUC__) && defined(__x86_64__)
-#define HPCGNN_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 HPCGNN_SPMM_DEFINE(avx512, HPCGNN_AVX512)
-static inline int hpcgnn_spmm_has_avx512bf16(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512bf16");
-}
-#else
-#define hpcgnn_spmm_f32_avx512 hpcgnn_spmm_f32_portable
-#define hpcgnn_spmm_bf16_avx512 hpcgnn_spmm_bf16_portable
-static inline int hpcgnn_spmm_has_avx512bf16(void) { return 0; }
-#endif
 HPCGNN_SPMM_DEFINE(portable, )
 
 #ifdef __cplusplus
@@ -83,13 +71,13 @@ static void hpcgnn_spmm_threads(Kernel kernel, const int64_t* indptr, const int6
 /* The entry points: the AVX-512 build when `fast` and the CPU has it, else the portable one. */
 static void hpcgnn_spmm_f32(const int64_t* indptr, const int64_t* col, const float* weight, const float* h,
                             float* out, int64_t rows, int64_t dim, int fast, int threads) {
-    auto kernel = fast && hpcgnn_spmm_has_avx512bf16() ? hpcgnn_spmm_f32_avx512 : hpcgnn_spmm_f32_portable;
+    auto kernel = hpcgnn_use_avx512(fast) ? hpcgnn_spmm_f32_avx512 : hpcgnn_spmm_f32_portable;
     hpcgnn_spmm_threads<float>(kernel, indptr, col, weight, h, out, rows, dim, threads);
 }
 
 static void hpcgnn_spmm_bf16(const int64_t* indptr, const int64_t* col, const float* weight, const uint16_t* h,
                              uint16_t* out, int64_t rows, int64_t dim, int fast, int threads) {
-    auto kernel = fast && hpcgnn_spmm_has_avx512bf16() ? hpcgnn_spmm_bf16_avx512 : hpcgnn_spmm_bf16_portable;
+    auto kernel = hpcgnn_use_avx512(fast) ? hpcgnn_spmm_bf16_avx512 : hpcgnn_spmm_bf16_portable;
     hpcgnn_spmm_threads<uint16_t>(kernel, indptr, col, weight, h, out, rows, dim, threads);
 }
 #endif

@@ -8,8 +8,8 @@ few entries ahead, which is most of their lead over torch's float32 CSR product 
 do not fit in cache. The backward pass is the same product with the transposed matrix (built
 once per block, on first use).
 
-``HPCGNN_PORTABLE_KERNELS=1`` forces the kernels' portable build on a CPU that has AVX512-BF16
-(how the fallback path is tested).
+``HPCGNN_PORTABLE_KERNELS=1`` forces the compiled kernels' portable build (aggregation, attention
+and dropout) on a CPU that has AVX-512: how the fallback path is tested.
 """
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ from hpcgnn import _spmm
 
 
 def fast_kernels() -> bool:
-    """Local. Whether the AVX-512 build runs: the CPU has AVX512-BF16 and it is not switched off."""
-    return _spmm.has_avx512bf16() and os.environ.get("HPCGNN_PORTABLE_KERNELS", "") != "1"
+    """Local. Whether the kernels' AVX-512 build runs: the CPU has AVX-512 and it is not switched off."""
+    return _spmm.has_avx512() and os.environ.get("HPCGNN_PORTABLE_KERNELS", "") != "1"
 
 
 def precision_note(precision) -> str:
@@ -33,9 +33,13 @@ def precision_note(precision) -> str:
     if precision != "bf16":
         return precision
     if fast_kernels():
-        return "bf16 (AVX512-BF16 kernels)"
-    why = "switched by HPCGNN_PORTABLE_KERNELS=1" if _spmm.has_avx512bf16() else "this CPU has no AVX512-BF16"
-    return f"bf16 (portable kernels, {why}: slower than on bf16 units)"
+        kernels = "AVX-512 kernels"
+    else:
+        why = "switched by HPCGNN_PORTABLE_KERNELS=1" if _spmm.has_avx512() else "this CPU has no AVX-512"
+        kernels = f"portable kernels, {why}"
+    if not _spmm.has_avx512bf16():
+        return f"bf16 ({kernels}; this CPU has no bfloat16 units: its GEMMs are emulated, slower than fp32)"
+    return f"bf16 ({kernels})"
 
 
 def kernel_view(t) -> np.ndarray:

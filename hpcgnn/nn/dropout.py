@@ -14,7 +14,7 @@ from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
 from hpcgnn import _dense
-from hpcgnn.nn.aggregate import kernel_view
+from hpcgnn.nn.aggregate import fast_kernels, kernel_view
 
 #: random stream of dropout seeds (seeded per rank by the trainer, saved in checkpoints)
 dropout_rng = np.random.default_rng(0)
@@ -42,7 +42,7 @@ class _DropoutFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h, seed, threshold, scale):
         out = torch.empty_like(h, memory_format=torch.contiguous_format)
-        _dense.dropout(kernel_view(h), kernel_view(out), seed, threshold, scale)
+        _dense.dropout(kernel_view(h), kernel_view(out), seed, threshold, scale, fast_kernels())
         ctx.mask = (seed, threshold, scale)
         return out
 
@@ -50,7 +50,7 @@ class _DropoutFunction(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, grad):
         grad_in = torch.empty_like(grad, memory_format=torch.contiguous_format)
-        _dense.dropout(kernel_view(grad), kernel_view(grad_in), *ctx.mask)
+        _dense.dropout(kernel_view(grad), kernel_view(grad_in), *ctx.mask, fast_kernels())
         return grad_in, None, None, None
 
 
@@ -61,7 +61,7 @@ class _ReLUDropoutFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h, seed, threshold, scale):
         out = torch.empty_like(h, memory_format=torch.contiguous_format)
-        _dense.relu_dropout(kernel_view(h), kernel_view(out), seed, threshold, scale)
+        _dense.relu_dropout(kernel_view(h), kernel_view(out), seed, threshold, scale, fast_kernels())
         ctx.save_for_backward(out)
         ctx.scale = scale
         return out
@@ -71,7 +71,8 @@ class _ReLUDropoutFunction(torch.autograd.Function):
     def backward(ctx, grad):
         (out,) = ctx.saved_tensors
         grad_in = torch.empty_like(out)
-        _dense.where_positive(kernel_view(grad.to(out.dtype)), kernel_view(out), kernel_view(grad_in), ctx.scale)
+        _dense.where_positive(kernel_view(grad.to(out.dtype)), kernel_view(out), kernel_view(grad_in), ctx.scale,
+                              fast_kernels())
         return grad_in, None, None, None
 
 

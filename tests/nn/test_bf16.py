@@ -18,11 +18,11 @@ def relative(a, b):
 
 @pytest.fixture(params=BUILDS)
 def build(request, monkeypatch):
-    """Each kernel build: the AVX-512 one where the CPU has AVX512-BF16, and the portable one forced."""
+    """Each kernel build: the AVX-512 one where the CPU has AVX-512, and the portable one forced."""
     from hpcgnn import _spmm
 
-    if request.param == "fast" and not _spmm.has_avx512bf16():
-        pytest.skip("this CPU has no AVX512-BF16")
+    if request.param == "fast" and not _spmm.has_avx512():
+        pytest.skip("this CPU has no AVX-512")
     monkeypatch.setenv("HPCGNN_PORTABLE_KERNELS", "1" if request.param == "portable" else "0")
     return request.param
 
@@ -108,9 +108,10 @@ def test_bf16_attention_accumulates_in_float32(build):
     assert out.float().tolist() == [[4096.0] * 6]
 
 
-def test_bf16_dropout_kernels_round_the_float32_results():
+def test_bf16_dropout_kernels_round_the_float32_results(build):
     from hpcgnn import _dense
 
+    fast = build == "fast"
     rng = np.random.default_rng(1)
     x = torch.from_numpy(rng.standard_normal(10_003).astype(np.float32)).bfloat16()
     as16 = lambda t: t.view(torch.int16).numpy().view(np.uint16)  # noqa: E731
@@ -118,14 +119,38 @@ def test_bf16_dropout_kernels_round_the_float32_results():
     for name in ("dropout", "relu_dropout"):
         for threshold in (0, 32768, 65535):
             want, got = np.empty_like(wide), torch.empty_like(x)
-            getattr(_dense, name)(wide, want, 77, threshold, np.float32(1.3))
-            getattr(_dense, name)(as16(x), as16(got), 77, threshold, np.float32(1.3))
+            getattr(_dense, name)(wide, want, 77, threshold, np.float32(1.3), fast=fast)
+            getattr(_dense, name)(as16(x), as16(got), 77, threshold, np.float32(1.3), fast=fast)
             assert torch.equal(got, torch.from_numpy(want).bfloat16()), (name, threshold)
     grad = torch.from_numpy(rng.standard_normal(10_003).astype(np.float32)).bfloat16()
     want, got = np.empty_like(wide), torch.empty_like(x)
-    _dense.where_positive(grad.float().numpy(), wide, want, np.float32(2.0))
-    _dense.where_positive(as16(grad), as16(x), as16(got), np.float32(2.0))
+    _dense.where_positive(grad.float().numpy(), wide, want, np.float32(2.0), fast=fast)
+    _dense.where_positive(as16(grad), as16(x), as16(got), np.float32(2.0), fast=fast)
     assert torch.equal(got, torch.from_numpy(want).bfloat16())
+
+
+def test_dropout_kernel_builds_give_the_same_bits():
+    """The AVX-512 and portable builds of every dropout kernel, on values that round, overflow
+    and are not numbers: the build a node picks must not change a run."""
+    from hpcgnn import _dense, _spmm
+
+    if not _spmm.has_avx512():
+        pytest.skip("this CPU has no AVX-512")
+    rng = np.random.default_rng(3)
+    bits = rng.integers(0, 2**32, 40_003, dtype=np.uint64).astype(np.uint32)  # every float32 pattern
+    bits[:6] = [0x7F800000, 0xFF800000, 0x7FC00001, 0x80000000, 0x00000001, 0x7F7FFFFF]  # inf, nan, -0, denormal, max
+    wide, narrow = bits.view(np.float32), (bits >> 16).astype(np.uint16)
+    for x in (wide, narrow):
+        for name in ("dropout", "relu_dropout"):
+            for threshold in (0, 12345, 65535):
+                outs = [np.empty_like(x) for _ in range(2)]
+                for out, fast in zip(outs, (True, False)):
+                    getattr(_dense, name)(x, out, 9, threshold, np.float32(1.7), fast=fast)
+                np.testing.assert_array_equal(outs[0].view(np.uint8), outs[1].view(np.uint8), err_msg=name)
+        grads = [np.empty_like(x) for _ in range(2)]
+        for grad_in, fast in zip(grads, (True, False)):
+            _dense.where_positive(x[::-1].copy(), x, grad_in, np.float32(1.7), fast=fast)
+        np.testing.assert_array_equal(grads[0].view(np.uint8), grads[1].view(np.uint8))
 
 
 def random_blocks(rng, sizes=(300, 60, 12), degree=5):

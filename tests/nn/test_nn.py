@@ -23,7 +23,8 @@ def dense_adjacency(block):
     return a
 
 
-def test_dropout_kernel_equals_reference_mask():
+@pytest.mark.parametrize("fast", [True, False], ids=["avx512", "portable"])
+def test_dropout_kernel_equals_reference_mask(fast):
     from hpcgnn import _dense
 
     rng = np.random.default_rng(0)
@@ -33,9 +34,9 @@ def test_dropout_kernel_equals_reference_mask():
         for threshold in (0, 1, 32768, 65535, 65536):
             scale = np.float32(1.7)
             keep = dropout_mask(123, n, threshold)
-            _dense.dropout(x, out, 123, threshold, scale)
+            _dense.dropout(x, out, 123, threshold, scale, fast=fast)
             np.testing.assert_array_equal(out, np.where(keep, x * scale, np.float32(0)))
-            _dense.relu_dropout(x, out, 123, threshold, scale)
+            _dense.relu_dropout(x, out, 123, threshold, scale, fast=fast)
             np.testing.assert_array_equal(out, np.where(keep & (x > 0), x * scale, np.float32(0)))
     with pytest.raises(ValueError, match="elements"):
         _dense.dropout(np.zeros(3, np.float32), np.zeros(4, np.float32), 1, 0, 1.0)
