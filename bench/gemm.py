@@ -11,7 +11,8 @@ feature gather and the Allreduce are timed around their calls. GEMM GFLOP/s come
 recorded shapes (2mnk per product).
 
 The peak: the largest rate of a [rows x k] x [k x n] product over the step's own shapes and
-one large square-ish shape, 1 thread, measured in the same run before the steps.
+one large square-ish shape, 1 thread, measured in the same run before the steps (each shape's
+rate alone is printed too).
 
     mpiexec -n 2 python bench/gemm.py            # after bench/train.py --graphs medium --ranks 2
 """
@@ -40,6 +41,12 @@ GROUPS = [("GEMM", lambda name: name in GEMM_OPS),
           ("optimizer", lambda name: "Optimizer" in name or "adam" in name.lower() or "foreach" in name),
           ("casts/copies", lambda name: name in ("aten::copy_", "aten::to", "aten::_to_copy", "aten::fill_",
                                                  "aten::constant_pad_nd", "aten::zero_"))]
+
+
+#: the layer maps' forward shapes in a batch of this benchmark (about 26,000 input rows of 100
+#: features, 7,000 middle rows of 256, 1,000 seeds and 20 classes), and the input map with its
+#: inner dimension padded to a multiple of 32 (what AMX tiles take)
+STEP_SHAPES = [(26000, 100, 256), (26000, 128, 256), (7000, 256, 256), (1000, 256, 20)]
 
 
 def matmul_rate(rows, k, n, dtype, repeats=5) -> float:
@@ -126,10 +133,15 @@ def main():
     parts = args.parts or os.path.join(common.WORK, f"train_medium_{comm.size}")
     if comm.rank == 0:
         common.print_header(f"training-step compute split and GEMM rate, {comm.size} ranks, {parts}")
-        peaks = {dtype: max(matmul_rate(26000, 128, 256, d), matmul_rate(4096, 1024, 1024, d))
-                 for dtype, d in (("fp32", torch.float32), ("bf16", torch.bfloat16))}
+        alone = {shape: {name: matmul_rate(*shape, d, repeats=20)
+                         for name, d in (("fp32", torch.float32), ("bf16", torch.bfloat16))}
+                 for shape in [*STEP_SHAPES, (4096, 1024, 1024)]}
+        peaks = {name: max(rates[name] for rates in alone.values()) for name in ("fp32", "bf16")}
         print(f"# matmul peak, 1 thread: fp32 {peaks['fp32']:.0f} GFLOP/s, bf16 {peaks['bf16']:.0f} GFLOP/s",
               flush=True)
+        for (rows_, k, n), rates in alone.items():
+            print(f"# [{rows_} x {k}] x [{k} x {n}] alone, 1 thread: fp32 {rates['fp32']:.0f} GFLOP/s, "
+                  f"bf16 {rates['bf16']:.0f} GFLOP/s", flush=True)
     graph = DistGraph(parts, comm)
     train = node_split("train_mask", graph)
     classes = int(comm.allreduce(int(graph.ndata["label"].local.max()), op=MPI.MAX)) + 1
