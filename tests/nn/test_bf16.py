@@ -336,3 +336,16 @@ def test_training_on_n_ranks_equals_one_rank(nranks, comm, shared_tmp, precision
     scale = np.abs(ref_params).max()
     assert np.abs(params - ref_params).max() <= rtol * scale
     assert losses[-1] < losses[0]
+
+
+def test_precision_note_names_the_kernel_build_and_missing_bf16_units(monkeypatch):
+    from hpcgnn import _spmm
+    from hpcgnn.nn.aggregate import precision_note
+
+    assert precision_note("fp32") == "fp32"
+    monkeypatch.setenv("HPCGNN_PORTABLE_KERNELS", "1")
+    note = precision_note("bf16")
+    assert "portable kernels" in note
+    assert ("no bfloat16 units" in note) == (not _spmm.has_avx512bf16())
+    monkeypatch.setenv("HPCGNN_PORTABLE_KERNELS", "0")
+    assert ("AVX-512 kernels" in precision_note("bf16")) == _spmm.has_avx512()
