@@ -180,7 +180,9 @@ def main():
               f"| {groups.get('other', 0):.1f} |", flush=True)
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"machine": common.machine_info(), "peaks": peaks, "rows": rows}, fh, indent=1)
+            alone_rows = [{"shape": list(shape), **rates} for shape, rates in alone.items()]
+            json.dump({"machine": common.machine_info(), "peaks": peaks, "rows": rows, "alone_gflops": alone_rows},
+                      fh, indent=1)
 
 
 if __name__ == "__main__":

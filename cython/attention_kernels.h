@@ -23,7 +23,7 @@ static inline void hpcgnn_store(uint16_t* p, float v) { *p = hpcgnn_f32_to_bf16(
 /* out[r, h, :] = sum over r's entries e of alpha[a, h] * z[col[e], h, :], a = order ? order[e] : e
  * (a transpose's entries read the original's weights through `order`) */
 template <typename Row>
-static inline __attribute__((always_inline)) void hpcgnn_head_spmm_body(
+HPCGNN_KERNEL_BODY hpcgnn_head_spmm_body(
         const int64_t* __restrict__ indptr, const int64_t* __restrict__ col, const float* __restrict__ alpha,
         const int64_t* __restrict__ order, const Row* __restrict__ z, Row* __restrict__ out, int64_t start, int64_t end, int64_t heads,
         int64_t dim, int64_t total, float* __restrict__ acc) {
@@ -51,7 +51,7 @@ static inline __attribute__((always_inline)) void hpcgnn_head_spmm_body(
 
 /* grad_alpha[e, h] = <grad_out[r, h, :], z[col[e], h, :]> for r's entries e */
 template <typename Row>
-static inline __attribute__((always_inline)) void hpcgnn_head_sddmm_body(
+HPCGNN_KERNEL_BODY hpcgnn_head_sddmm_body(
         const int64_t* __restrict__ indptr, const int64_t* __restrict__ col, const Row* __restrict__ grad_out,
         const Row* __restrict__ z, float* __restrict__ grad_alpha, int64_t start, int64_t end, int64_t heads,
         int64_t dim, int64_t total, float* __restrict__ g) {
@@ -76,7 +76,7 @@ static inline __attribute__((always_inline)) void hpcgnn_head_sddmm_body(
 }
 
 /* alpha[e, h] = softmax over r's entries of leaky_relu(score_src[col[e], h] + score_dst[r, h]) */
-static inline __attribute__((always_inline)) void hpcgnn_edge_softmax_body(
+HPCGNN_KERNEL_BODY hpcgnn_edge_softmax_body(
         const int64_t* __restrict__ indptr, const int64_t* __restrict__ col, const float* __restrict__ score_src,
         const float* __restrict__ score_dst, float slope, float* __restrict__ alpha, int64_t start, int64_t end,
         int64_t heads, float* __restrict__ stats) {
@@ -105,7 +105,7 @@ static inline __attribute__((always_inline)) void hpcgnn_edge_softmax_body(
 
 /* The softmax's backward: grad_logit[e, h] = d(loss)/d(score_src[col[e], h] + score_dst[r, h]),
  * and grad_dst[r, h] the sum of r's grad_logit (the source side is a scatter, left to the caller). */
-static inline __attribute__((always_inline)) void hpcgnn_edge_softmax_backward_body(
+HPCGNN_KERNEL_BODY hpcgnn_edge_softmax_backward_body(
         const int64_t* __restrict__ indptr, const int64_t* __restrict__ col, const float* __restrict__ score_src,
         const float* __restrict__ score_dst, float slope, const float* __restrict__ alpha,
         const float* __restrict__ grad_alpha, float* __restrict__ grad_logit, float* __restrict__ grad_dst,
@@ -148,15 +148,12 @@ template <typename Row>
 static void hpcgnn_head_spmm(const int64_t* indptr, const int64_t* col, const float* alpha, const int64_t* order,
                              const Row* z, Row* out, int64_t rows, int64_t heads, int64_t dim, int fast, int threads) {
     const int64_t total = indptr[rows];
-    const bool avx = hpcgnn_use_avx512(fast);
+    auto kernel = [fast] {
+        if constexpr (sizeof(Row) == 4) return hpcgnn_head_spmm_f32_pick(fast);
+        else return hpcgnn_head_spmm_bf16_pick(fast);
+    }();
     hpcgnn_rows_parallel(indptr, rows, threads, heads * dim, [=](int64_t start, int64_t end, float* acc) {
-        if constexpr (sizeof(Row) == 4) {
-            (avx ? hpcgnn_head_spmm_f32_avx512 : hpcgnn_head_spmm_f32_portable)(
-                indptr, col, alpha, order, z, out, start, end, heads, dim, total, acc);
-        } else {
-            (avx ? hpcgnn_head_spmm_bf16_avx512 : hpcgnn_head_spmm_bf16_portable)(
-                indptr, col, alpha, order, z, out, start, end, heads, dim, total, acc);
-        }
+        kernel(indptr, col, alpha, order, z, out, start, end, heads, dim, total, acc);
     });
 }
 
@@ -164,15 +161,12 @@ template <typename Row>
 static void hpcgnn_head_sddmm(const int64_t* indptr, const int64_t* col, const Row* grad_out, const Row* z,
                               float* grad_alpha, int64_t rows, int64_t heads, int64_t dim, int fast, int threads) {
     const int64_t total = indptr[rows];
-    const bool avx = hpcgnn_use_avx512(fast);
+    auto kernel = [fast] {
+        if constexpr (sizeof(Row) == 4) return hpcgnn_head_sddmm_f32_pick(fast);
+        else return hpcgnn_head_sddmm_bf16_pick(fast);
+    }();
     hpcgnn_rows_parallel(indptr, rows, threads, heads * dim, [=](int64_t start, int64_t end, float* g) {
-        if constexpr (sizeof(Row) == 4) {
-            (avx ? hpcgnn_head_sddmm_f32_avx512 : hpcgnn_head_sddmm_f32_portable)(
-                indptr, col, grad_out, z, grad_alpha, start, end, heads, dim, total, g);
-        } else {
-            (avx ? hpcgnn_head_sddmm_bf16_avx512 : hpcgnn_head_sddmm_bf16_portable)(
-                indptr, col, grad_out, z, grad_alpha, start, end, heads, dim, total, g);
-        }
+        kernel(indptr, col, grad_out, z, grad_alpha, start, end, heads, dim, total, g);
     });
 }
 

@@ -10,7 +10,6 @@
 /* Each loop has two builds (cpu_dispatch.h): AVX-512 does the mask's 64-bit multiplies and the
  * bfloat16 rounding 16 lanes at a time, 2-3x the baseline's speed; both give the same bits. */
 #include "cpu_dispatch.h"
-#define HPCGNN_BODY static inline __attribute__((always_inline)) void
 
 #ifdef __cplusplus
 #define HPCGNN_RESTRICT __restrict__
@@ -34,7 +33,7 @@ static inline void hpcgnn_draws(uint64_t stream, int64_t q, uint16_t draws[4]) {
 }
 
 /* out = mask * scale * (relu ? max(x, 0) : x) */
-HPCGNN_BODY hpcgnn_masked_scale_body(const float* HPCGNN_RESTRICT x, float* HPCGNN_RESTRICT out, int64_t n,
+HPCGNN_KERNEL_BODY hpcgnn_masked_scale_body(const float* HPCGNN_RESTRICT x, float* HPCGNN_RESTRICT out, int64_t n,
                                        uint64_t seed, uint32_t threshold, float scale, int relu) {
     const uint64_t stream = seed * 0xD1B54A32D192ED03ULL;
     enum { CHUNK = 256 };           /* draws first, then a branch-free pass the compiler vectorises */
@@ -53,7 +52,7 @@ HPCGNN_BODY hpcgnn_masked_scale_body(const float* HPCGNN_RESTRICT x, float* HPCG
 }
 
 /* the same on bfloat16 elements: computed in float32 from the same draws, rounded once */
-HPCGNN_BODY hpcgnn_masked_scale_bf16_body(const uint16_t* HPCGNN_RESTRICT x, uint16_t* HPCGNN_RESTRICT out, int64_t n,
+HPCGNN_KERNEL_BODY hpcgnn_masked_scale_bf16_body(const uint16_t* HPCGNN_RESTRICT x, uint16_t* HPCGNN_RESTRICT out, int64_t n,
                                             uint64_t seed, uint32_t threshold, float scale, int relu) {
     const uint64_t stream = seed * 0xD1B54A32D192ED03ULL;
     enum { CHUNK = 256 };
@@ -69,7 +68,7 @@ HPCGNN_BODY hpcgnn_masked_scale_bf16_body(const uint16_t* HPCGNN_RESTRICT x, uin
     }
 }
 
-HPCGNN_BODY hpcgnn_where_positive_bf16_body(const uint16_t* HPCGNN_RESTRICT grad, const uint16_t* HPCGNN_RESTRICT out,
+HPCGNN_KERNEL_BODY hpcgnn_where_positive_bf16_body(const uint16_t* HPCGNN_RESTRICT grad, const uint16_t* HPCGNN_RESTRICT out,
                                               uint16_t* HPCGNN_RESTRICT grad_in, int64_t n, float scale) {
     for (int64_t i = 0; i < n; i++)
         grad_in[i] = hpcgnn_f32_to_bf16(hpcgnn_select(hpcgnn_bf16_to_f32(grad[i]) * scale,
@@ -77,7 +76,7 @@ HPCGNN_BODY hpcgnn_where_positive_bf16_body(const uint16_t* HPCGNN_RESTRICT grad
 }
 
 /* grad_in = grad * scale where out > 0, else 0 */
-HPCGNN_BODY hpcgnn_where_positive_body(const float* HPCGNN_RESTRICT grad, const float* HPCGNN_RESTRICT out,
+HPCGNN_KERNEL_BODY hpcgnn_where_positive_body(const float* HPCGNN_RESTRICT grad, const float* HPCGNN_RESTRICT out,
                                          float* HPCGNN_RESTRICT grad_in, int64_t n, float scale) {
     for (int64_t i = 0; i < n; i++) grad_in[i] = hpcgnn_select(grad[i] * scale, out[i] > 0.0f);
 }
@@ -86,33 +85,29 @@ HPCGNN_BODY hpcgnn_where_positive_body(const float* HPCGNN_RESTRICT grad, const 
     (const ELEM* x, ELEM* out, int64_t n, uint64_t seed, uint32_t threshold, float scale, int relu)
 #define HPCGNN_SCALE_ARGS (x, out, n, seed, threshold, scale, relu)
 HPCGNN_TWO_BUILDS(hpcgnn_masked_scale_f32, HPCGNN_SCALE_PARAMS(float), HPCGNN_SCALE_ARGS, hpcgnn_masked_scale_body)
-HPCGNN_TWO_BUILDS(hpcgnn_masked_scale_b16, HPCGNN_SCALE_PARAMS(uint16_t), HPCGNN_SCALE_ARGS,
+HPCGNN_TWO_BUILDS(hpcgnn_masked_scale_bf16row, HPCGNN_SCALE_PARAMS(uint16_t), HPCGNN_SCALE_ARGS,
                   hpcgnn_masked_scale_bf16_body)
 #define HPCGNN_WHERE_PARAMS(ELEM) (const ELEM* grad, const ELEM* out, ELEM* grad_in, int64_t n, float scale)
 #define HPCGNN_WHERE_ARGS (grad, out, grad_in, n, scale)
 HPCGNN_TWO_BUILDS(hpcgnn_where_positive_f32, HPCGNN_WHERE_PARAMS(float), HPCGNN_WHERE_ARGS, hpcgnn_where_positive_body)
-HPCGNN_TWO_BUILDS(hpcgnn_where_positive_b16, HPCGNN_WHERE_PARAMS(uint16_t), HPCGNN_WHERE_ARGS,
+HPCGNN_TWO_BUILDS(hpcgnn_where_positive_bf16row, HPCGNN_WHERE_PARAMS(uint16_t), HPCGNN_WHERE_ARGS,
                   hpcgnn_where_positive_bf16_body)
 
 /* The entry points: the AVX-512 build when `fast` and the CPU has it, else the baseline one. */
 static void hpcgnn_masked_scale(const float* x, float* out, int64_t n, uint64_t seed, uint32_t threshold,
                                 float scale, int relu, int fast) {
-    (hpcgnn_use_avx512(fast) ? hpcgnn_masked_scale_f32_avx512 : hpcgnn_masked_scale_f32_portable)(
-        x, out, n, seed, threshold, scale, relu);
+    hpcgnn_masked_scale_f32_pick(fast)(x, out, n, seed, threshold, scale, relu);
 }
 static void hpcgnn_masked_scale_bf16(const uint16_t* x, uint16_t* out, int64_t n, uint64_t seed, uint32_t threshold,
                                      float scale, int relu, int fast) {
-    (hpcgnn_use_avx512(fast) ? hpcgnn_masked_scale_b16_avx512 : hpcgnn_masked_scale_b16_portable)(
-        x, out, n, seed, threshold, scale, relu);
+    hpcgnn_masked_scale_bf16row_pick(fast)(x, out, n, seed, threshold, scale, relu);
 }
 static void hpcgnn_where_positive(const float* grad, const float* out, float* grad_in, int64_t n, float scale,
                                   int fast) {
-    (hpcgnn_use_avx512(fast) ? hpcgnn_where_positive_f32_avx512 : hpcgnn_where_positive_f32_portable)(
-        grad, out, grad_in, n, scale);
+    hpcgnn_where_positive_f32_pick(fast)(grad, out, grad_in, n, scale);
 }
 static void hpcgnn_where_positive_bf16(const uint16_t* grad, const uint16_t* out, uint16_t* grad_in, int64_t n,
                                        float scale, int fast) {
-    (hpcgnn_use_avx512(fast) ? hpcgnn_where_positive_b16_avx512 : hpcgnn_where_positive_b16_portable)(
-        grad, out, grad_in, n, scale);
+    hpcgnn_where_positive_bf16row_pick(fast)(grad, out, grad_in, n, scale);
 }
 #endif

@@ -15,6 +15,7 @@ from libc.stdint cimport int64_t, uint16_t
 cdef extern from "spmm_kernels.h" nogil:
     int hpcgnn_cpu_has_avx512()
     int hpcgnn_cpu_has_avx512bf16()
+    int hpcgnn_use_avx512(int fast)
     void hpcgnn_spmm_f32(const int64_t* indptr, const int64_t* col, const float* weight, const float* h,
                          float* out, int64_t rows, int64_t dim, int fast, int threads) except +
     void hpcgnn_spmm_bf16(const int64_t* indptr, const int64_t* col, const float* weight, const uint16_t* h,
@@ -24,6 +25,12 @@ cdef extern from "spmm_kernels.h" nogil:
 def has_avx512() -> bool:
     """Local. Whether this CPU runs the kernels' AVX-512 build (AVX512F, BW, VL and DQ)."""
     return bool(hpcgnn_cpu_has_avx512())
+
+
+def build(bint fast=True) -> str:
+    """Local. The build of the compiled kernels (aggregation, attention, dropout) that a call with
+    ``fast`` runs here: ``"avx512"`` or ``"portable"``."""
+    return "avx512" if hpcgnn_use_avx512(fast) else "portable"
 
 
 def has_avx512bf16() -> bool:

@@ -129,6 +129,13 @@ def test_bf16_dropout_kernels_round_the_float32_results(build):
     assert torch.equal(got, torch.from_numpy(want).bfloat16())
 
 
+def test_the_fast_flag_picks_the_avx512_build_where_the_cpu_has_it():
+    from hpcgnn import _spmm
+
+    assert _spmm.build(True) == ("avx512" if _spmm.has_avx512() else "portable")
+    assert _spmm.build(False) == "portable"
+
+
 def test_dropout_kernel_builds_give_the_same_bits():
     """The AVX-512 and portable builds of every dropout kernel, on values that round, overflow
     and are not numbers: the build a node picks must not change a run."""
@@ -137,9 +144,12 @@ def test_dropout_kernel_builds_give_the_same_bits():
     if not _spmm.has_avx512():
         pytest.skip("this CPU has no AVX-512")
     rng = np.random.default_rng(3)
-    bits = rng.integers(0, 2**32, 40_003, dtype=np.uint64).astype(np.uint32)  # every float32 pattern
-    bits[:6] = [0x7F800000, 0xFF800000, 0x7FC00001, 0x80000000, 0x00000001, 0x7F7FFFFF]  # inf, nan, -0, denormal, max
-    wide, narrow = bits.view(np.float32), (bits >> 16).astype(np.uint16)
+    bits = rng.integers(0, 2**32, 40_003, dtype=np.uint64).astype(np.uint32)  # random float32 patterns
+    narrow = (bits >> 16).astype(np.uint16)
+    # +-inf, NaN, -0, the smallest denormal, the largest finite, in each width
+    bits[:6] = [0x7F800000, 0xFF800000, 0x7FC00001, 0x80000000, 0x00000001, 0x7F7FFFFF]
+    narrow[:6] = [0x7F80, 0xFF80, 0x7FC1, 0x8000, 0x0001, 0x7F7F]
+    wide = bits.view(np.float32)
     for x in (wide, narrow):
         for name in ("dropout", "relu_dropout"):
             for threshold in (0, 12345, 65535):
@@ -336,6 +346,33 @@ def test_training_on_n_ranks_equals_one_rank(nranks, comm, shared_tmp, precision
     scale = np.abs(ref_params).max()
     assert np.abs(params - ref_params).max() <= rtol * scale
     assert losses[-1] < losses[0]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_aggregation_and_attention_builds_give_the_same_bits(dtype, monkeypatch):
+    """Forward and backward of the CSR product and of GAT's attention in the AVX-512 and the
+    portable build (no fused multiply-add in either: setup.py)."""
+    from hpcgnn import _spmm
+    from hpcgnn.nn.attention import edge_softmax, head_spmm
+
+    if not _spmm.has_avx512():
+        pytest.skip("this CPU has no AVX-512")
+    rng = np.random.default_rng(12)
+    matrix, _ = random_matrix(rng, 300, 200, weighted=True)
+    generator = torch.Generator().manual_seed(4)
+    h = torch.randn(200, 48, generator=generator).to(dtype)
+    scores = [torch.randn(200, 2, generator=generator), torch.randn(300, 2, generator=generator)]
+    upstream = torch.randn(300, 48, generator=generator).to(dtype)
+    results = []
+    for switch in ("0", "1"):
+        monkeypatch.setenv("HPCGNN_PORTABLE_KERNELS", switch)
+        leaves = [t.detach().requires_grad_() for t in (h, *scores)]
+        out = spmm(matrix, leaves[0]) + head_spmm(matrix, leaves[0], edge_softmax(matrix, leaves[1], leaves[2]))
+        out.backward(upstream)
+        results.append([out] + [t.grad for t in leaves])
+    bits = lambda t: t.view(torch.int16 if t.dtype == torch.bfloat16 else torch.int32)  # noqa: E731
+    for fast, portable in zip(*results):
+        assert torch.equal(bits(fast), bits(portable))
 
 
 def test_precision_note_names_the_kernel_build_and_missing_bf16_units(monkeypatch):
