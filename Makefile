@@ -25,7 +25,7 @@ $(STAMP): setup.py pyproject.toml cython/*.pyx cython/*.h
 	touch $(STAMP)
 
 test: install
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=15 tests
 
 # jobs/*.sbatch on a real one-node SLURM cluster (../shared/tools/local_slurm.sh; needs root),
 # under MpiDefault none, pmi2 and pmix: about two minutes. Not part of `make test`, which must
