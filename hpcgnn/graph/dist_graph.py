@@ -343,7 +343,9 @@ class DistGraph(CollectiveResource):
             tensor.close()
         self._indices_win.close()
         self._indptr_win.close()
-        self._ncomm.Free()
+        if self._ncomm is not None:
+            self._ncomm.Free()
+            self._ncomm = None
         self.ndata, self.edata = {}, {}
 
 

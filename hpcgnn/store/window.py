@@ -15,14 +15,12 @@ Runs of consecutive rows are one datatype block each.
 
 Consistency: a write is visible to every rank after the next :func:`sync_windows` (or
 ``RowWindow.sync``), which every rank of the communicator calls. Windows still open at
-interpreter exit are freed then, in creation order, so a script that forgot ``close()`` ends
-cleanly.
+interpreter exit are freed then (:mod:`hpcgnn.runtime.resources`), so a script that forgot
+``close()`` ends cleanly.
 """
 from __future__ import annotations
 
-import atexit
 import ctypes
-import sys
 
 import numpy as np
 import torch
@@ -30,7 +28,6 @@ import torch
 from hpcgnn import _rows
 from hpcgnn.runtime.collectives import allgather_int
 from hpcgnn.runtime.comm import mpi, node_comm
-from hpcgnn.runtime.failure_report import abort_job
 from hpcgnn.runtime.resources import CollectiveResource
 
 _TORCH_DTYPES = {np.dtype(t) for t in ("float32", "float64", "float16", "int64", "int32", "int16", "int8",
@@ -125,7 +122,6 @@ class RowWindow(CollectiveResource):
         self._elemtype = {8: MPI.INT64_T, 4: MPI.INT32_T, 2: MPI.INT16_T, 1: MPI.BYTE}[unit]
         self._elems_per_row = self.row_bytes // unit
         self.network_bytes = 0
-        _register(self)
 
     def _peer_view(self, node_rank):
         buf, _ = self._shared_win.Shared_query(node_rank)
@@ -284,7 +280,6 @@ class RowWindow(CollectiveResource):
         """Collective over comm. Free the windows (the shard becomes invalid)."""
         if self._rma_win is None and self._shared_win is None:
             return
-        _open_windows.pop(id(self), None)
         self.comm.Barrier()
         self.local = self._node_table = None
         self._node_views = []
@@ -312,34 +307,3 @@ def sync_windows(comm, windows):
     comm.Barrier()
     for window in windows:
         window.refresh()
-
-
-# Windows not yet closed, in creation order (strong references: MPI holds their memory anyway).
-_open_windows: dict[int, RowWindow] = {}
-_exit_hook_installed = False
-
-
-def _register(window):
-    global _exit_hook_installed
-    if not _exit_hook_installed:
-        # registered after MPI is initialised, so it runs before mpi4py finalises MPI
-        atexit.register(_release_at_exit)
-        _exit_hook_installed = True
-    _open_windows[id(window)] = window
-
-
-def _release_at_exit():
-    """Free the windows a script left open, newest first, as every rank does in the same order.
-
-    After an uncaught exception the ranks are out of step and freeing (a collective) could
-    hang: the whole job is aborted instead.
-    """
-    windows = list(_open_windows.values())[::-1]
-    if not windows:
-        return
-    if getattr(sys, "last_value", None) is not None:
-        if windows[0].comm.size > 1:
-            abort_job(windows[0].comm, 1)  # the traceback is printed by now: let it reach the launcher
-        return
-    for window in windows:
-        window.close()
