@@ -8,7 +8,6 @@ rows and node rows, so no rank ever holds the whole graph. The output is written
 """
 from __future__ import annotations
 
-import argparse
 import os
 import time
 
@@ -20,6 +19,7 @@ from hpcgnn.prep.read.h5graph import H5GraphArrays, write_h5graph
 from hpcgnn.prep.read.npz import write_npz
 from hpcgnn.runtime.abort import entry_point, run_program
 from hpcgnn.runtime.errors import InputError
+from hpcgnn.runtime.flags import CommandParser
 from hpcgnn.runtime.help_format import RawDescriptionDefaultsHelpFormatter
 from hpcgnn.runtime.launch import launcher_tasks, start_world
 
@@ -35,7 +35,7 @@ A graph file stores ids as int32 below 2**31 nodes (half of .npz's int64), in ch
 
 
 def _build_parser():
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="hpcgnn convert", formatter_class=RawDescriptionDefaultsHelpFormatter, epilog=_EXAMPLES,
         description="Write a graph input (any format partition reads) as a graph file (.h5) that ranks "
                     "read in parallel, or as a generic .npz.")

@@ -7,24 +7,28 @@ holding about 1/K of it, and writes the graph file in parallel
 """
 from __future__ import annotations
 
-import argparse
 import os
 import time
 
 import numpy as np
 
 from hpcgnn.prep.dist.generate import generate_rmat_file
-from hpcgnn.prep.generate import rmat_graph, sbm_graph
+from hpcgnn.prep.generate import MAX_NODES, rmat_graph, sbm_graph
 from hpcgnn.prep.read.h5graph import write_h5graph
 from hpcgnn.prep.read.npz import write_npz
 from hpcgnn.runtime.abort import entry_point, run_program
 from hpcgnn.runtime.errors import InputError
+from hpcgnn.runtime.flags import MAX_PARTS, MAX_WIDTH, SEED, CommandParser, Domain
 from hpcgnn.runtime.help_format import RawDescriptionDefaultsHelpFormatter
 from hpcgnn.runtime.launch import launcher_tasks, start_world
 
 __all__ = ["main"]
 
 GRAPH_FILE_EXTENSIONS = (".h5", ".hdf5")
+#: ceilings of --edges (16 bytes an edge while drawn: 16 TiB over the job's ranks) and of
+#: --chunk-edges (each step holds a few arrays of this many int64 keys: a few GiB)
+MAX_EDGES = 2**40
+MAX_CHUNK_EDGES = 2**28
 _FLAGS = {"num_nodes": "--nodes", "num_edges": "--edges", "num_classes": "--classes",
           "homophily": "--homophily", "feat_dim": "--feat-dim", "feat_signal": "--feat-signal",
           "fractions": "--split", "seed": "--seed", "avg_degree": "--avg-degree",
@@ -42,7 +46,7 @@ same graph on any number of ranks."""
 
 
 def _build_parser():
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="hpcgnn generate", formatter_class=RawDescriptionDefaultsHelpFormatter,
         description="Write a synthetic node-classification graph (edges, feat, label, masks) as .npz or as a "
                     "graph file (.h5); under mpirun -np K, rmat is drawn and written by the K ranks.",
@@ -57,22 +61,27 @@ def _build_parser():
              "fraction of edges inside a block")):
         sub = kinds.add_parser(kind, help=summary, description=description, epilog=_EXAMPLES,
                                formatter_class=RawDescriptionDefaultsHelpFormatter)
-        sub.add_argument("--nodes", type=int, required=True, help="number of nodes")
+        sub.add_argument("--nodes", type=Domain(int, ge=1, le=MAX_NODES), required=True, help="number of nodes")
         if kind == "rmat":
-            sub.add_argument("--edges", type=int, required=True, help="unique directed edges to keep")
+            sub.add_argument("--edges", type=Domain(int, ge=1, le=MAX_EDGES), required=True,
+                             help="unique directed edges to keep")
         else:
-            sub.add_argument("--avg-degree", type=float, required=True,
+            sub.add_argument("--avg-degree", type=Domain(float, gt=0, le=MAX_NODES), required=True,
                              help="directed edges per node (edges = round(avg_degree * nodes))")
-        sub.add_argument("--classes", type=int, default=10, help="number of classes (default 10)")
-        sub.add_argument("--homophily", type=float, default=0.7, help=f"{homophily_help} (default 0.7)")
-        sub.add_argument("--feat-dim", type=int, default=64, help="feature width (default 64)")
-        sub.add_argument("--feat-signal", type=float, default=0.15,
+        sub.add_argument("--classes", type=Domain(int, ge=1, le=MAX_PARTS), default=10,
+                         help="number of classes (default 10)")
+        sub.add_argument("--homophily", type=Domain(float, ge=0, le=1), default=0.7,
+                         help=f"{homophily_help} (default 0.7)")
+        sub.add_argument("--feat-dim", type=Domain(int, ge=1, le=MAX_WIDTH), default=64,
+                         help="feature width (default 64)")
+        sub.add_argument("--feat-signal", type=Domain(float, ge=0), default=0.15,
                          help="class centroid scale against unit noise (default 0.15)")
         sub.add_argument("--split", default="0.6,0.2,0.2", metavar="TRAIN,VAL,TEST",
                          help="node fractions of the three masks (default 0.6,0.2,0.2)")
-        sub.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+        sub.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")
         if kind == "rmat":
-            sub.add_argument("--chunk-edges", type=int, default=4_000_000, metavar="N",
+            sub.add_argument("--chunk-edges", type=Domain(int, ge=1, le=MAX_CHUNK_EDGES), default=4_000_000,
+                             metavar="N",
                              help="raw edges per vectorised step; bounds working memory, not the "
                              "result (default 4000000)")
         sub.add_argument("--compress", action="store_true",

@@ -97,3 +97,36 @@ def test_output_to_a_reader_that_left_ends_quietly(tmp_path):
     os.close(write_end)
     assert proc.stderr == "", proc.stderr
     assert proc.returncode == 141
+
+
+@pytest.mark.parametrize("name, argv", [
+    ("generate", ["rmat", "--nodes", "10"]),  # --edges and --out missing
+    ("generate", ["lattice"]),
+    ("convert", ["--frobnicate"]),
+    ("partition", ["g.npz", "--parts", "2", "--out", "o", "--method", "spectral"]),
+    ("partition", ["g.npz", "--out", "o"]),
+    ("inspect", []),
+    ("train", ["--norm", "group"]),
+    ("train", ["--lr"]),
+    ("evaluate", ["--data", "d"]),
+])
+def test_every_parse_error_is_one_line_without_usage(name, argv, capsys):
+    """argparse's own refusals (missing, unknown, bad choice) are one line too, exit status 2."""
+    with pytest.raises(SystemExit) as stop:
+        cli.main([name, *argv])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hpcgnn {name}") and ": error: " in err and err.count("\n") == 1, err
+    assert "usage:" not in err
+
+
+def test_a_parse_error_under_mpirun_is_one_line_for_the_job():
+    from tests.conftest import mpiexec_path
+
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run([mpiexec_path(), "-n", "2", sys.executable, "-m", "hpcgnn.train", "--data", ".",
+                           "--norm", "group"], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert lines == ["hpcgnn train: error: argument --norm: invalid choice: 'group' (choose from 'none', 'batch', "
+                     "'layer')"], proc.stderr

@@ -7,7 +7,6 @@ too); any mismatch is reported and the exit status is non-zero.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 
@@ -16,7 +15,7 @@ import numpy as np
 from hpcgnn.prep import ondisk
 from hpcgnn.runtime.abort import entry_point
 from hpcgnn.runtime.errors import InputError
-from hpcgnn.runtime.help_format import DefaultsHelpFormatter
+from hpcgnn.runtime.flags import CommandParser
 from hpcgnn.runtime.launch import check_single_process
 
 
@@ -210,16 +209,20 @@ def _fmt(value, spec) -> str:
         return "?"
 
 
-@entry_point("hpcgnn inspect", collective=False)
-def main(argv=None):
-    """Local. Command line of ``hpcgnn inspect``."""
-    parser = argparse.ArgumentParser(prog="hpcgnn inspect", formatter_class=DefaultsHelpFormatter,
-                                     description="Summarise a partitioned dataset; --verify checks it.")
+def build_parser():
+    """Local. The ``hpcgnn inspect`` argument parser."""
+    parser = CommandParser(prog="hpcgnn inspect", description="Summarise a partitioned dataset; --verify checks it.")
     parser.add_argument("directory", help="dataset directory written by 'hpcgnn partition'")
     parser.add_argument("--verify", action="store_true",
                         help="re-read every part: checksums, CSC invariants, id permutations")
     parser.add_argument("--json", action="store_true", help="print meta.json (+ verification) as JSON")
-    args = parser.parse_args(argv)
+    return parser
+
+
+@entry_point("hpcgnn inspect", collective=False)
+def main(argv=None):
+    """Local. Command line of ``hpcgnn inspect``."""
+    args = build_parser().parse_args(argv)
     check_single_process()
     meta = ondisk.read_meta(args.directory)
     problems = verify(args.directory, meta) if args.verify else None

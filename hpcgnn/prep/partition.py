@@ -9,8 +9,9 @@ once, then every rank writes its own part files in parallel.
 """
 from __future__ import annotations
 
-import argparse
+import math
 import os
+import re
 import time
 
 import numpy as np
@@ -22,7 +23,6 @@ from hpcgnn.prep.edge_split import (
     PartLinks,
     hold_out_edges,
     parse_edge_split,
-    parse_eval_negatives,
     parse_negatives_kind,
 )
 from hpcgnn.prep.feat_dtype import FEAT_DTYPES, encode, encoding_of
@@ -35,7 +35,7 @@ from hpcgnn.prep.transform import prepare
 from hpcgnn.runtime.abort import entry_point
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.files import make_temp_dir, remove_temp_dir, replace_dir
-from hpcgnn.runtime.help_format import DefaultsHelpFormatter
+from hpcgnn.runtime.flags import COUNT, MAX_PARTS, MAX_REPEATS, SEED, CommandParser, Domain
 from hpcgnn.runtime.launch import launcher_tasks, start_world
 from hpcgnn.runtime.stages import StageLog, silent
 
@@ -329,13 +329,45 @@ def _recv_arrays(comm, source):
     return arrays
 
 
+#: ``--split per-class:T,V``
+PER_CLASS_SPLIT = re.compile(r"per-class:(\d+),(\d+)")
+
+
+def parse_node_split(text):
+    """Local. ``--split``: ``dataset``, fractions ``T,V,E`` (finite, >= 0, summing to at most 1) or
+    ``per-class:T,V``, kept as written (:func:`hpcgnn.prep.transform.apply_split` draws it); a split
+    that could train on no node (T = 0) is refused in one line."""
+    text = str(text).strip()
+    if text == "dataset":
+        return text
+    per_class = PER_CLASS_SPLIT.fullmatch(text)
+    if per_class:
+        if int(per_class.group(1)) < 1:
+            raise InputError(None, "per-class:T,V needs T >= 1 training nodes per class (T = 0 trains on "
+                             "nothing)", "--split", text)
+        return text
+    try:
+        fractions = [float(x) for x in text.split(",")]
+    except ValueError:
+        fractions = []
+    if len(fractions) != 3 or not all(math.isfinite(f) and f >= 0 for f in fractions) or sum(fractions) > 1 + 1e-9:
+        raise InputError(None, "expected 'dataset', three fractions T,V,E (each >= 0, summing to at most 1) "
+                         "or 'per-class:T,V'", "--split", text)
+    if fractions[0] <= 0:
+        raise InputError(None, "the training fraction T of T,V,E must be above 0 (0 trains on nothing)",
+                         "--split", text)
+    return text
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(
-        prog="hpcgnn partition", formatter_class=DefaultsHelpFormatter,
+    """Local. The ``hpcgnn partition`` argument parser."""
+    parser = CommandParser(
+        prog="hpcgnn partition",
         description="Partition a graph into P parts and write meta.json + part-XXXXX.h5 files. "
                     "Run under 'mpirun -np K' to write the part files from K ranks in parallel.")
     parser.add_argument("input", help="graph file or directory (npz, edge list, Planetoid, Shchur npz, OGB raw dir)")
-    parser.add_argument("--parts", "-p", type=int, required=True, help="number of parts (= ranks of training)")
+    parser.add_argument("--parts", "-p", type=Domain(int, ge=1, le=MAX_PARTS), required=True,
+                        help="number of parts (= ranks of training)")
     parser.add_argument("--out", "-o", required=True, help="output directory")
     parser.add_argument("--method", choices=METHODS, default="metis",
                         help="metis: min edge cut under the --balance constraints, read and partitioned on "
@@ -344,7 +376,7 @@ def build_parser():
                              "fits one rank), for graphs one node cannot hold; ldg: the same pipeline with a "
                              "one-pass streaming greedy instead (fast, higher cut); kaminpar: KaMinPar on every "
                              "core of rank 0's node (pip install kaminpar), one --balance quantity")
-    parser.add_argument("--coarse-nodes", type=int, default=None, metavar="N",
+    parser.add_argument("--coarse-nodes", type=COUNT, default=None, metavar="N",
                         help="multilevel: coarsen toward N vertices, then run METIS on rank 0 (rank 0's memory "
                              "grows with N, the cut falls; clusters stay light enough for METIS to balance, "
                              "so coarsening may stop above N) (default 100000)")
@@ -353,8 +385,9 @@ def build_parser():
                              "(fewer constraints cut fewer edges; in_degree evens the edges each rank "
                              "samples from: see the README's Partitioning section) (default: all; nodes with "
                              "--method kaminpar, which balances one)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of METIS or of the random method")
-    parser.add_argument("--keep-degree", type=float, default=DEFAULT_KEEP_DEGREE,
+    parser.add_argument("--seed", type=SEED, default=0, help="seed of METIS or of the random method")
+    parser.add_argument("--keep-degree", type=Domain(float, gt=0, special={0: "every edge"}),
+                        default=DEFAULT_KEEP_DEGREE,
                         help="before METIS, thin edges between nodes both of degree above this "
                              "(hub-to-hub edges; power-law graphs partition 2-3x faster in a third "
                              "of the memory at the same cut); 0 gives METIS every edge")
@@ -371,11 +404,11 @@ def build_parser():
     clean.add_argument("--dedup", action="store_true", help="keep one edge per (src, dst)")
     clean.add_argument("--largest-component", action="store_true",
                        help="keep the largest weakly connected component")
-    clean.add_argument("--split", default=None,
+    clean.add_argument("--split", type=parse_node_split, default=None,
                        help="'dataset' (default: the input's masks), 'a,b,c' random fractions, "
                             "or 'per-class:T,V' (T train and V validation per class, rest test); "
                             "required for a labelled input without a train_mask")
-    clean.add_argument("--split-seed", type=int, default=0,
+    clean.add_argument("--split-seed", type=SEED, default=0,
                        help="seed of a random --split, and of --edge-split's held-out edges and negatives")
     clean.add_argument("--normalize-features", action="store_true",
                        help="scale each feature row to sum 1 (Kipf & Welling's Planetoid preprocessing)")
@@ -384,7 +417,7 @@ def build_parser():
                        help="hold out edges: train,val,test fractions summing to 1 (e.g. 0.85,0.05,0.1; "
                             "an undirected edge is one unit on a --symmetrize'd graph), or 'dataset' for "
                             "the input's own edge split (OGB link datasets); seeded by --split-seed")
-    links.add_argument("--eval-negatives", type=parse_eval_negatives, default=None, metavar="K",
+    links.add_argument("--eval-negatives", type=Domain(int, ge=1, le=MAX_REPEATS), default=None, metavar="K",
                        help="negatives per validation/test edge, drawn once: uniform destinations that "
                             "are not edges of the graph (default: 100, or the dataset's own)")
     links.add_argument("--eval-negatives-kind", type=parse_negatives_kind, default=None, metavar="KIND",
@@ -400,8 +433,6 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     comm = _world_if_parallel()
     rank = comm.rank if comm is not None else 0
-    if args.parts < 1:
-        raise InputError(None, "must be at least 1", "--parts", args.parts)
     for flag, value in (("--eval-negatives", args.eval_negatives), ("--eval-negatives-kind", args.eval_negatives_kind)):
         if value is not None and args.edge_split is None:
             raise InputError(None, "applies only with --edge-split", flag, value)
@@ -462,12 +493,13 @@ def load_prepared(args, log=silent):
         graph.name = args.name
     read_s = time.perf_counter() - t0
     log(f"read {args.input} ({fmt_name}): {graph.num_nodes:,} nodes, {graph.num_edges:,} edges")
-    check_trainable(graph, args.input, args.split)
+    check_trainable(graph, args.input, args.split, link=args.edge_split is not None)
     notes = graph.notes
     t0 = time.perf_counter()
     graph = prepare(graph, symmetrize_edges=args.symmetrize, drop_self_loops=args.remove_self_loops,
                     dedup_edges=args.dedup, largest_cc=args.largest_component, split=args.split,
                     split_seed=args.split_seed, normalize=args.normalize_features, log=log)
+    check_drawn_split(graph, args.input, args.split)
     graph = apply_edge_split(graph, args, log)
     source = {"input": os.path.basename(os.path.normpath(args.input)), "format": fmt_name,
               "symmetrize": args.symmetrize, "remove_self_loops": args.remove_self_loops,
@@ -505,20 +537,21 @@ def _shown_edge_split(spec):
     return spec if spec is None or isinstance(spec, str) else ",".join(f"{f:g}" for f in spec)
 
 
-def check_trainable(graph: Graph, input_path, split):
+def check_trainable(graph: Graph, input_path, split, link=False):
     """Local. Refuse a labelled graph that would reach training without a split; note a featureless one.
 
     Labels without a (non-empty) ``train_mask`` leave training nothing to learn from, and
     ``train`` could only say so after the partitioning: unless ``--split`` was given (``dataset``
-    partitions without masks on purpose, e.g. for inference), this raises an InputError naming
-    the remedy. A graph without ``feat`` is partitioned, with a printed note of the training
-    flag it will need; so are the class names a reader found.
+    partitions without masks on purpose, e.g. for inference) or the dataset is made for link
+    prediction (``link``: ``--edge-split``, which uses no node split), this raises an InputError
+    naming the remedy. A graph without ``feat`` is partitioned, with a printed note of the
+    training flag it will need; so are the class names a reader found.
     """
     train = graph.ndata.get("train_mask")
-    if "label" in graph.ndata and split is None and (train is None or not train.any()):
+    if "label" in graph.ndata and split is None and not link and (train is None or not train.any()):
         raise InputError(input_path, "has labels but no training nodes (no train_mask): draw a split with "
-                         "--split 0.6,0.2,0.2 (or per-class:20,30; --split dataset partitions without masks)",
-                         "train_mask", None)
+                         "--split 0.6,0.2,0.2 (or per-class:20,30; --split dataset partitions without masks; "
+                         "link prediction needs no node split: --edge-split T,V,E)", "train_mask", None)
     if "feat" not in graph.ndata:
         print(f"hpcgnn partition: note: {input_path} has no node features (feat); train with --embed-dim D "
               "to learn a D-wide embedding per node instead", flush=True)
@@ -528,6 +561,19 @@ def check_trainable(graph: Graph, input_path, split):
         shown += ", ..." if len(names) > 8 else ""
         print(f"hpcgnn partition: note: {len(names)} classes, label value = class: {shown} "
               "(all in meta.json source.reader.class_names)", flush=True)
+
+
+def check_drawn_split(graph: Graph, input_path, split):
+    """Local. Refuse a drawn ``--split`` that gave no node to train on (a fraction of a few
+    labelled nodes rounds to none; every node may be unlabelled)."""
+    if split in (None, "dataset"):
+        return
+    train = graph.ndata.get("train_mask")
+    if train is None or not train.any():
+        label = graph.ndata["label"]
+        labelled = int((label >= 0).sum() if label.ndim == 1 else (label >= 0).all(axis=1).sum())
+        raise InputError(input_path, f"the split selects no training node ({labelled} labelled nodes): give a "
+                         "larger training fraction or per-class count", "--split", split)
 
 
 def _world_if_parallel():

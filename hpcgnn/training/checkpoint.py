@@ -143,9 +143,28 @@ def load_checkpoint(path, current=None, keys=()) -> dict:
             raise InputError(path, "malformed checkpoint (missing or mistyped entry)", "entry", key)
     if state["epoch"] < 0:
         raise InputError(path, "malformed checkpoint", "epoch", state["epoch"])
+    refuse_non_finite(path, state)
     if current is not None:
         check_fits(path, state["config"], current, keys)
     return state
+
+
+def refuse_non_finite(path, state):
+    """Local. Refuse a checkpoint whose parameters or optimizer state hold NaN or infinity, naming
+    the first such tensor: a model saved after it diverged scores every node alike, and a run
+    resumed from it diverges again."""
+    pending = [("model", state["model"], 0), ("optimizer", state["optimizer"], 0)]
+    while pending:
+        name, value, depth = pending.pop(0)
+        if isinstance(value, torch.Tensor):
+            if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+                bad = value[~torch.isfinite(value)].reshape(-1)[0].item()
+                raise InputError(path, "non-finite values (the run that wrote it had diverged): resume or evaluate "
+                                 "an earlier epoch-NNNN.pt", name, bad)
+        elif isinstance(value, dict) and depth < 4:
+            pending.extend((f"{name}.{key}", item, depth + 1) for key, item in value.items())
+        elif isinstance(value, (list, tuple)) and depth < 4:
+            pending.extend((f"{name}.{i}", item, depth + 1) for i, item in enumerate(value))
 
 
 def refusal(exc) -> str:

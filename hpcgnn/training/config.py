@@ -5,36 +5,44 @@ Nothing here imports torch until the flags are parsed, so ``--help`` answers at 
 """
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import tomllib
 
 from hpcgnn.runtime.errors import InputError
-from hpcgnn.runtime.help_format import DefaultsHelpFormatter
+from hpcgnn.runtime.files import open_regular
+from hpcgnn.runtime.flags import (
+    COUNT,
+    MAX_COUNT,
+    MAX_HEADS,
+    MAX_LAYERS,
+    MAX_MIB,
+    MAX_PARTS,
+    MAX_REPEATS,
+    MAX_SECONDS,
+    MAX_WIDTH,
+    SEED,
+    CommandParser,
+    Domain,
+)
 from hpcgnn.runtime.watchdog import DEFAULT_TIMEOUT_S
 from hpcgnn.training.metrics import CLASS_WEIGHTS, LINK_METRICS, METRICS
-from hpcgnn.training.schedule import AUTO, eval_period
+from hpcgnn.training.schedule import EVAL_PERIOD
 
-
-class FlagParser(argparse.ArgumentParser):
-    """Local. An argument parser that keeps each flag's action by destination (``flags``), so a
-    config file's values are checked as the flags themselves would check them."""
-
-    def __init__(self, *args, **kwargs):
-        self.flags = {}
-        kwargs.setdefault("formatter_class", DefaultsHelpFormatter)
-        super().__init__(*args, **kwargs)
-
-    def add_argument(self, *args, **kwargs):
-        action = super().add_argument(*args, **kwargs)
-        self.flags[action.dest] = action
-        return action
+#: the domains of the flags shared here (hpcgnn.runtime.flags); a config file's values go
+#: through the same domains (the parser's ``flags``), so a flag and a key accept the same
+RATE = Domain(float, gt=0)
+WIDTH = Domain(int, ge=1, le=MAX_WIDTH)
+DROPOUT = Domain(float, ge=0, lt=1)
+REPEATS = Domain(int, ge=1, le=MAX_REPEATS)
+#: batches sampled ahead: each holds a batch's blocks and features
+MAX_PREFETCH = 64
+WATCHDOG_S = Domain(float, gt=0, le=MAX_SECONDS, special={0: "never"})
 
 
 def build_parser():
     """Local. The ``hpcgnn train`` argument parser (every flag is also a ``--config`` key)."""
-    p = FlagParser(prog="hpcgnn train", description="Train a GNN on a partitioned dataset, "
+    p = CommandParser(prog="hpcgnn train", description="Train a GNN on a partitioned dataset, "
                                 "one MPI rank per part: mpirun -np P python -m hpcgnn.train --data DIR ...")
     p.add_argument("--config", help="TOML or YAML file whose keys mirror these flags (flags win)")
     p.add_argument("--data", help="dataset directory written by 'hpcgnn partition' (required)")
@@ -43,14 +51,14 @@ def build_parser():
                         "'hpcgnn partition --edge-split' (see the link flags)")
     add_model_arguments(p)
     add_sampler_arguments(p)
-    p.add_argument("--embed-dim", type=int, default=0,
+    p.add_argument("--embed-dim", type=Domain(int, ge=1, le=MAX_WIDTH, special={0: "none"}), default=0,
                    help="learn a per-node embedding of this width (a DistEmbedding, sharded like the nodes), "
                         "appended to the features, or the only input of a dataset without 'feat'")
-    p.add_argument("--embed-lr", type=float, default=0.01, help="SparseAdam learning rate of the node embedding")
-    p.add_argument("--batch-size", type=int, default=DEFAULT_BATCH, help="seeds per rank per step")
-    p.add_argument("--epochs", type=int, default=10, help="passes over the training nodes")
+    p.add_argument("--embed-lr", type=RATE, default=0.01, help="SparseAdam learning rate of the node embedding")
+    p.add_argument("--batch-size", type=COUNT, default=DEFAULT_BATCH, help="seeds per rank per step")
+    p.add_argument("--epochs", type=COUNT, default=10, help="passes over the training nodes")
     add_optimizer_arguments(p)
-    p.add_argument("--seed", type=int, default=0, help="seed of the parameters, batches and dropout")
+    p.add_argument("--seed", type=SEED, default=0, help="seed of the parameters, batches and dropout")
     p.add_argument("--metric", choices=METRICS + LINK_METRICS, default=None,
                    help="reported per split beside accuracy and loss, and used for model selection; default by "
                         "task: acc (multi-class), roc-auc (binary: 2 classes), f1-micro (multi-label [N, C] labels), "
@@ -58,19 +66,22 @@ def build_parser():
     p.add_argument("--class-weight", choices=CLASS_WEIGHTS, default="none",
                    help="weights of the training loss: balanced = inverse frequency of the training labels "
                         "(multi-label: each label's positives weigh negatives/positives)")
-    p.add_argument("--prefetch", type=int, default=-1,
+    p.add_argument("--prefetch", type=Domain(int, ge=1, le=MAX_PREFETCH, special={-1: "by the cores", 0: "none"}),
+                   default=-1,
                    help="batches sampled ahead on a background thread (0: none; default: 2 when each rank has "
                         "a spare core, else 0, since the thread then only competes with the model)")
-    p.add_argument("--cache-mb", type=float, default=0,
+    p.add_argument("--cache-mb", type=Domain(float, gt=0, le=MAX_MIB, special={0: "no cache"}), default=0,
                    help="per rank: MB of feature rows of other nodes kept locally, the ones batches read most "
                         "(chosen by sampling batches first; 0: no cache)")
-    p.add_argument("--progress-ms", type=float, default=-1,
+    p.add_argument("--progress-ms", type=Domain(float, gt=0, le=MAX_SECONDS * 1000,
+                                                special={-1: "by the job's nodes", 0: "none"}), default=-1,
                    help="milliseconds between the polls that serve other ranks' reads while this rank computes "
                         "(0: none; default: 0.5 when the job spans several nodes, else none)")
     add_link_arguments(p)
     add_evaluation_arguments(p)
     p.add_argument("--checkpoint-dir", help="where checkpoints go (one after the last epoch; see --checkpoint-every)")
-    p.add_argument("--checkpoint-every", type=int, default=0,
+    p.add_argument("--checkpoint-every", type=Domain(int, ge=1, le=MAX_COUNT, special={0: "after the last epoch"}),
+                   default=0,
                    help="epochs between checkpoints (0: only after the last epoch)")
     p.add_argument("--resume", action="store_true",
                    help="continue from the latest checkpoint in --checkpoint-dir; start at epoch 1 when it has "
@@ -89,11 +100,11 @@ def add_model_arguments(p):
     """Local. The model's flags: which model, its shape, dropout, normalisation, arithmetic."""
     p.add_argument("--model", default="sage", help="a registered model (hpcgnn.nn.MODELS): sage, gcn, gat")
     p.add_argument("--aggregator", choices=("mean", "gcn"), default="mean", help="GraphSAGE aggregator")
-    p.add_argument("--hidden", type=int, default=256, help="width of every hidden layer")
-    p.add_argument("--layers", type=int, default=None, help="default: number of fanouts")
-    p.add_argument("--heads", type=int, default=4, help="GAT attention heads")
-    p.add_argument("--dropout", type=float, default=0.5, help="between layers")
-    p.add_argument("--input-dropout", type=float, default=0.0, help="on the input features")
+    p.add_argument("--hidden", type=WIDTH, default=256, help="width of every hidden layer")
+    p.add_argument("--layers", type=Domain(int, ge=1, le=MAX_LAYERS), default=None, help="default: number of fanouts")
+    p.add_argument("--heads", type=Domain(int, ge=1, le=MAX_HEADS), default=4, help="GAT attention heads")
+    p.add_argument("--dropout", type=DROPOUT, default=0.5, help="between layers")
+    p.add_argument("--input-dropout", type=DROPOUT, default=0.0, help="on the input features")
     p.add_argument("--norm", choices=("none", "batch", "layer"), default="none",
                    help="normalisation after each hidden layer")
     p.add_argument("--precision", choices=PRECISIONS, default="fp32",
@@ -116,6 +127,11 @@ SAMPLER_FLAGS = {"num_clusters": (32, ("cluster",)), "clusters_per_batch": (4, (
                  "walks": (20, ("randomwalk",)), "walk_length": (3, ("randomwalk", "saint-rw")),
                  "topk": (10, ("randomwalk",)), "budget": (1000, SAINT), "presample": (50, SAINT),
                  "vr_neighbors": (2, ("vr",))}
+#: their domains: a walk's steps and a node's walks multiply a batch's memory
+SAMPLER_DOMAINS = {"num_clusters": Domain(int, ge=1, le=MAX_PARTS), "clusters_per_batch": COUNT,
+                   "walks": REPEATS, "walk_length": Domain(int, ge=1, le=1000), "topk": REPEATS,
+                   "budget": Domain(int, ge=1, le=MAX_COUNT, share=True), "presample": REPEATS,
+                   "vr_neighbors": REPEATS}
 #: samplers whose batch is a subgraph of the rank's part (no seed batches, node tasks only), and
 #: those whose blocks are weighted (a weighted mean: GraphSAGE with the mean aggregator only)
 SUBGRAPH_SAMPLERS = ("cluster", *SAINT)
@@ -135,12 +151,13 @@ def add_link_arguments(parser):
                        help="negatives per positive (u, v): corrupt = (u, uniform node); uniform = random node "
                             "pairs; degree = (u, node drawn by in-degree^0.75); in-batch = (u, destination of "
                             "another positive of the batch)")
-    group.add_argument("--negatives", type=int, default=LINK_DEFAULTS["negatives"], metavar="K",
+    group.add_argument("--negatives", type=REPEATS, default=LINK_DEFAULTS["negatives"], metavar="K",
                        help="negative pairs per positive edge in training")
     group.add_argument("--link-loss", choices=("bce", "margin"), default=LINK_DEFAULTS["link_loss"],
                        help="bce: binary cross-entropy on logits; margin: relu(margin - pos + neg) per "
                             "(positive, negative)")
-    group.add_argument("--margin", type=float, default=LINK_DEFAULTS["margin"], help="of --link-loss margin")
+    group.add_argument("--margin", type=Domain(float, ge=0), default=LINK_DEFAULTS["margin"],
+                       help="of --link-loss margin")
     group.add_argument("--exclude", choices=("self", "none"), default=LINK_DEFAULTS["exclude"],
                        help="self: hide each batch's positive edges and their reverses from its neighbourhoods "
                             "(the model cannot read the answer); none: keep them (DGL's exclude=None; it leaks the "
@@ -174,26 +191,8 @@ def add_sampler_arguments(p):
                "presample": "subgraphs drawn at start-up to estimate GraphSAINT's normalisation",
                "vr_neighbors": "sampled in-neighbours per node in every layer but the input layer (VR-GCN's D)"}
     for dest, (default, samplers) in SAMPLER_FLAGS.items():
-        p.add_argument("--" + dest.replace("_", "-"), type=budget_value if dest == "budget" else int, default=default,
+        p.add_argument("--" + dest.replace("_", "-"), type=SAMPLER_DOMAINS[dest], default=default,
                        help=f"--sampler {'|'.join(samplers)}: {help_of[dest]}")
-
-
-def budget_value(text):
-    """Local. ``--budget``: a count (int), or a share of the rank's part written ``P%`` (kept as
-    that string; the sampler resolves it against its part's nodes or edges)."""
-    text = str(text).strip()
-    if text.endswith("%"):
-        try:
-            share = float(text[:-1])
-        except ValueError:
-            share = float("nan")
-        if not 0 < share <= 100:
-            raise argparse.ArgumentTypeError(f"{text!r}: a share must be between 0% and 100%")
-        return text
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: a count (3000) or a share of the part (40%)") from None
 
 
 def parse_sizes(text) -> list:
@@ -213,8 +212,6 @@ def check_sampler_flags(args):
         flag, value = "--" + dest.replace("_", "-"), getattr(args, dest)
         if args.sampler not in samplers and value != default:
             raise InputError(None, f"applies to --sampler {'|'.join(samplers)} only", flag, value)
-        if not isinstance(value, str) and value < 1:
-            raise InputError(None, "must be at least 1", flag, value)
     for flag, value, default in (("--layer-sizes", args.layer_sizes, DEFAULT_LAYER_SIZES),
                                  ("--layer-weights", args.layer_weights, DEFAULT_LAYER_WEIGHTS)):
         if args.sampler != "layer" and str(value) != default:
@@ -256,8 +253,6 @@ def check_task_flags(args):
     if args.metric is not None and args.metric not in LINK_METRICS:
         raise InputError(None, f"is a node metric: --task link reports {', '.join(LINK_METRICS)}", "--metric",
                          args.metric)
-    if args.negatives < 1:
-        raise InputError(None, "must be at least 1", "--negatives", args.negatives)
 
 
 COMPRESSIONS = ("none", "bf16", "topk:R")
@@ -282,44 +277,46 @@ def parse_compression(text) -> tuple[str, float]:
 
 def add_optimizer_arguments(parser):
     """Local. The optimizer's flags: learning rate, weight decay, gradient accumulation, steps."""
-    parser.add_argument("--lr", type=float, default=0.003, help="Adam learning rate")
-    parser.add_argument("--weight-decay", type=float, default=0.0, help="Adam L2 penalty")
-    parser.add_argument("--accumulate", type=int, default=1, metavar="K",
+    parser.add_argument("--lr", type=RATE, default=0.003, help="Adam learning rate")
+    parser.add_argument("--weight-decay", type=Domain(float, ge=0), default=0.0, help="Adam L2 penalty")
+    parser.add_argument("--accumulate", type=COUNT, default=1, metavar="K",
                         help="micro-batches per optimizer step: gradients of K batches of --batch-size seeds "
                              "are averaged, then reduced over the ranks once (a batch of K x --batch-size seeds "
                              "per rank in the memory of one)")
     parser.add_argument("--overlap", action="store_true",
                         help="reduce the gradient in buckets of --bucket-mb with non-blocking Allreduce as backward "
                              "produces them (last layer first), overlapping communication with backward")
-    parser.add_argument("--bucket-mb", type=float, default=1.0, metavar="MB",
+    parser.add_argument("--bucket-mb", type=Domain(float, gt=0, le=MAX_MIB), default=1.0, metavar="MB",
                         help="--overlap: MiB of float32 gradients per bucket")
     parser.add_argument("--grad-compress", default="none", metavar="none|bf16|topk:R",
                         help="bf16: send the gradient as bfloat16 (half the bytes); topk:R: send the fraction R of "
                              "entries largest in magnitude (index, value); both carry what was not sent to the next "
                              "step (error feedback)")
-    parser.add_argument("--steps-per-epoch", type=int, default=0, metavar="N",
+    parser.add_argument("--steps-per-epoch", type=Domain(int, ge=1, le=MAX_COUNT, special={0: "a whole pass"}),
+                        default=0, metavar="N",
                         help="end each epoch after N steps (0: a whole pass); each epoch takes the first N batches "
                              "of its own shuffled order, so successive epochs see different seeds")
 
 
 def add_evaluation_arguments(parser):
     """Local. When a run evaluates, and how it selects its model and stops early."""
-    parser.add_argument("--eval-every", type=eval_period, default=AUTO, metavar="N|auto",
+    parser.add_argument("--eval-every", type=EVAL_PERIOD, default="auto", metavar="N|auto",
                         help="epochs between evaluations (0: only after the last epoch); 'auto' evaluates after the "
                              "first epoch, then as often as keeps evaluation under a quarter of the run time "
                              "(hpcgnn.training.schedule); the last epoch is always evaluated")
-    parser.add_argument("--eval-batch-size", type=int, default=10_000, help="nodes per batch of full-graph inference")
+    parser.add_argument("--eval-batch-size", type=COUNT, default=10_000, help="nodes per batch of full-graph inference")
     parser.add_argument("--select", choices=("metric", "loss"), default="metric",
                         help="model selection: the epoch of the best validation value of --metric, or of the "
                              "lowest validation loss; its test figures are the run's selected_test_* "
                              "(hpcgnn.training.early_stop)")
-    parser.add_argument("--early-stop", type=int, default=0, metavar="PATIENCE",
+    parser.add_argument("--early-stop", type=Domain(int, ge=1, le=MAX_COUNT, special={0: "never"}), default=0,
+                        metavar="PATIENCE",
                         help="end training once the --select value has not improved for this many epochs (0: never)")
 
 
 def add_watchdog_argument(parser):
     """Local. ``--watchdog-s``: seconds without progress on some rank before the job is ended."""
-    parser.add_argument("--watchdog-s", type=float, default=DEFAULT_TIMEOUT_S,
+    parser.add_argument("--watchdog-s", type=WATCHDOG_S, default=DEFAULT_TIMEOUT_S,
                         help="end the job, naming the ranks at fault, when some rank makes no progress "
                              f"(no training step or inference batch) for this many seconds (0: never; "
                              f"default {DEFAULT_TIMEOUT_S:g})")
@@ -328,7 +325,7 @@ def add_watchdog_argument(parser):
 def parse_args(argv=None):
     """Local. Flags, with defaults taken from ``--config`` when given."""
     parser = build_parser()
-    pre = argparse.ArgumentParser(add_help=False)
+    pre = CommandParser(prog=parser.prog, add_help=False)
     pre.add_argument("--config")
     known, _ = pre.parse_known_args(argv)
     if known.config:
@@ -353,27 +350,13 @@ def parse_args(argv=None):
     args.layers = args.layers or len(args.fanouts)
     if args.layers != len(args.fanouts):
         raise InputError(None, f"needs one fanout per layer ({args.layers} layers)", "--fanouts", args.fanouts)
-    if args.embed_dim < 0:
-        raise InputError(None, "must be 0 (none) or positive", "--embed-dim", args.embed_dim)
-    if args.accumulate < 1:
-        raise InputError(None, "must be at least 1", "--accumulate", args.accumulate)
-    if not args.bucket_mb > 0:
-        raise InputError(None, "must be a positive number of MiB", "--bucket-mb", args.bucket_mb)
     if args.bucket_mb != 1.0 and not args.overlap:
         raise InputError(None, "applies to --overlap only", "--bucket-mb", args.bucket_mb)
     kind, _ = parse_compression(args.grad_compress)
     if args.overlap and kind != "none":
         raise InputError(None, "--overlap reduces float32 buckets; it does not combine with compression",
                          "--grad-compress", args.grad_compress)
-    if args.steps_per_epoch < 0:
-        raise InputError(None, "must be 0 (a whole pass) or a number of steps", "--steps-per-epoch",
-                         args.steps_per_epoch)
-    if args.early_stop < 0:
-        raise InputError(None, "must be 0 (never) or a number of epochs", "--early-stop", args.early_stop)
     check_task_flags(args)
-    for flag in ("hidden", "batch_size", "epochs", "eval_batch_size"):
-        if getattr(args, flag) <= 0:
-            raise InputError(None, "must be positive", "--" + flag.replace("_", "-"), getattr(args, flag))
     if (args.resume or args.checkpoint_every) and not args.checkpoint_dir:
         raise InputError(None, "--resume and --checkpoint-every need --checkpoint-dir", "--checkpoint-dir")
     if not args.data:
@@ -387,22 +370,34 @@ def parse_args(argv=None):
     return args
 
 
+#: a config file is a few dozen keys; anything larger is not one (and is never read whole)
+MAX_CONFIG_BYTES = 1 << 20
+
+
 def read_config(path, parser):
-    """Local. Keys of a TOML/YAML file as argparse defaults (dashes or underscores)."""
+    """Local. Keys of a TOML/YAML file as argparse defaults (dashes or underscores).
+
+    Only a regular file of at most :data:`MAX_CONFIG_BYTES` is read (a FIFO would block the read
+    forever), and YAML anchors and aliases are refused: a config is flat keys and values, and
+    nested aliases expand exponentially (the "billion laughs").
+    """
     if not os.path.exists(path):
         raise InputError(path, "config file not found", "--config")
+    with open_regular(path, "--config") as fh:
+        data = fh.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise InputError(path, f"larger than {MAX_CONFIG_BYTES} bytes: not a config file", "--config")
     try:
         if path.endswith((".yaml", ".yml")):
-            import yaml  # deferred: only YAML configs need it (installed with hpcgnn)
-
-            with open(path) as fh:
-                values = yaml.safe_load(fh)  # safe_load: a config never constructs Python objects
+            values = _load_yaml(data)
             values = {} if values is None else values  # an empty file sets nothing
         else:
-            with open(path, "rb") as fh:
-                values = tomllib.load(fh)
+            values = tomllib.loads(data.decode("utf-8"))
     except ImportError:
         raise InputError(path, "YAML configs need PyYAML (pip install pyyaml)", "--config") from None
+    except _YamlAlias as exc:
+        raise InputError(path, f"YAML anchors and aliases (&name, *name) are not allowed in a config "
+                               f"(line {exc.line}): write each value out", "--config") from None
     except Exception as exc:  # any parse error becomes one line naming the file
         # YAML parse errors span several lines (context, caret); the message must stay one.
         detail = " ".join(str(exc).split())
@@ -417,11 +412,30 @@ def read_config(path, parser):
         dest = str(key).replace("-", "_")
         if dest not in known or dest == "config":
             raise InputError(path, "unknown key", key, value)
-        if isinstance(value, dict):
+        if isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, (list, dict)) for v in value)):
             raise InputError(path, "must be a single value or a list", key, value)
         value = ",".join(map(str, value)) if isinstance(value, list) else value
         defaults[dest] = _config_value(path, key, value, actions[dest])
     return defaults
+
+
+class _YamlAlias(Exception):
+    def __init__(self, line):
+        super().__init__(line)
+        self.line = line
+
+
+def _load_yaml(data):
+    import yaml  # deferred: only YAML configs need it (installed with hpcgnn)
+
+    class FlatConfigLoader(yaml.SafeLoader):  # safe: a config never constructs Python objects
+        def compose_node(self, parent, index):
+            event = self.peek_event()
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+                raise _YamlAlias(event.start_mark.line + 1)
+            return super().compose_node(parent, index)
+
+    return yaml.load(data, Loader=FlatConfigLoader)  # noqa: S506 - a SafeLoader without aliases
 
 
 def _config_value(path, key, value, action):
@@ -431,6 +445,8 @@ def _config_value(path, key, value, action):
         if not isinstance(value, bool):
             raise InputError(path, "must be true or false", key, value)
         return value
+    if isinstance(action.type, Domain) and value is not None:
+        return action.type.convert(value, key, path)
     if action.type is not None and value is not None:
         try:
             value = action.type(str(value))
@@ -443,11 +459,16 @@ def _config_value(path, key, value, action):
 
 def build_evaluate_parser():
     """Local. The ``hpcgnn evaluate`` argument parser."""
-    p = argparse.ArgumentParser(prog="hpcgnn evaluate", formatter_class=DefaultsHelpFormatter,
-                                description="Full-neighbourhood distributed inference of a trained checkpoint.")
+    p = CommandParser(prog="hpcgnn evaluate",
+                      description="Full-neighbourhood distributed inference of a trained checkpoint.")
     p.add_argument("--data", required=True, help="partitioned dataset directory")
-    p.add_argument("--checkpoint", required=True, help="checkpoint file written by hpcgnn train")
-    p.add_argument("--batch-size", type=int, default=10_000, help="nodes per inference batch")
+    p.add_argument("--checkpoint", required=True,
+                   help="checkpoint file written by hpcgnn train, or a checkpoint directory: its best checkpoint "
+                        "(the epoch the run selected and reported; its latest if it has none)")
+    p.add_argument("--latest", action="store_true",
+                   help="score the checkpoint directory's latest checkpoint (what --resume continues from) "
+                        "instead of its best")
+    p.add_argument("--batch-size", type=COUNT, default=10_000, help="nodes per inference batch")
     p.add_argument("--precision", choices=PRECISIONS, default=None,
                    help="the layers' arithmetic (see hpcgnn train --precision); default: the checkpoint's")
     p.add_argument("--metric", choices=METRICS + LINK_METRICS, default=None,
@@ -456,7 +477,8 @@ def build_evaluate_parser():
     p.add_argument("--save-embeddings", metavar="DIR",
                    help="write each rank's nodes to DIR/embeddings-RANK.h5: orig_id (the input file's id), "
                         "gid and embedding (the output of --embedding-layer); format in hpcgnn.training.outputs")
-    p.add_argument("--embedding-layer", type=int, default=-1, metavar="N",
+    p.add_argument("--embedding-layer", type=Domain(int, ge=-MAX_LAYERS, le=MAX_LAYERS, nonzero=True), default=-1,
+                   metavar="N",
                    help="which layer's output --save-embeddings writes: 1..L, or counted from the end "
                         "(-1: the last layer, the logits; -2: the last hidden layer)")
     p.add_argument("--save-predictions", action="store_true",

@@ -18,6 +18,8 @@ import math
 import numpy as np
 
 from hpcgnn.runtime.comm import mpi
+from hpcgnn.runtime.errors import InputError
+from hpcgnn.runtime.flags import MAX_COUNT, Domain
 
 AUTO = "auto"
 #: the most of a run's time ``auto`` lets evaluation take
@@ -71,11 +73,15 @@ def every(period, epoch, last) -> bool:
     return bool(period) and (epoch + 1) % period == 0 or epoch + 1 == last
 
 
+#: ``--eval-every``: ``auto``, 0 (only after the last epoch) or a number of epochs
+EVAL_PERIOD = Domain(int, ge=1, le=MAX_COUNT, special={0: "only after the last epoch"},
+                     words={AUTO: "adaptive"})
+
+
 def eval_period(text):
-    """Local. Parse ``--eval-every``: ``"auto"`` or a non-negative number of epochs."""
-    if str(text).strip().lower() == AUTO:
-        return AUTO
-    value = int(text)
-    if value < 0:
-        raise ValueError(text)
-    return value
+    """Local. Parse ``--eval-every``: ``"auto"`` or a non-negative number of epochs (a
+    ValueError naming the flag otherwise)."""
+    try:
+        return EVAL_PERIOD.convert(text, "--eval-every")
+    except InputError as exc:
+        raise ValueError(str(exc)) from None

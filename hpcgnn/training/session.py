@@ -100,13 +100,23 @@ def check_finite(graph, field, comm):
     fail_together(comm, error, graph.path)
 
 
+#: why a run needs a node field it lacks, and the flag that does without it
+MISSING_FIELD = {
+    "feat": "dataset has no node features: train with --embed-dim D to learn a D-wide embedding per node instead",
+    "label": "dataset has no node labels to classify: for link prediction train with --task link (on a dataset "
+             "partitioned with --edge-split T,V,E)",
+    "train_mask": "dataset has no training nodes (no train_mask): partition it with --split 0.6,0.2,0.2 (or "
+                  "per-class:20,30), or train with --task link (on a dataset partitioned with --edge-split T,V,E)",
+}
+
+
 def model_config(args, graph, comm) -> dict:
     """Collective over comm. The flags plus what the dataset decides (nodes, classes, input width,
     task) and the metric the run reports and selects by (``--metric``, else the task's default)."""
     link = getattr(args, "task", "node") == "link"
     for field in (("feat",) if not args.embed_dim else ()) + (() if link else ("label", "train_mask")):
         if field not in graph.ndata:
-            raise InputError(os.path.join(args.data, "meta.json"), "dataset lacks a node field", "node_fields", field)
+            raise InputError(os.path.join(args.data, "meta.json"), MISSING_FIELD[field], "node_fields", field)
     if link:
         require_edge_sets(graph, args.data)
     sizes = link_dataset_sizes(graph) if link else dataset_sizes(graph, comm)

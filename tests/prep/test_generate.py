@@ -156,7 +156,7 @@ def test_module_runs_as_script(tmp_path):
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["rmat", "--nodes", "0", "--edges", "5"], "field '--nodes': must be in [1, 2147483647] (value 0)"),
+    (["rmat", "--nodes", "0", "--edges", "5"], "field '--nodes': must be an integer in [1, 2147483647] (value 0)"),
     (["rmat", "--nodes", "10", "--edges", "91"], "field '--edges': more than the 90 possible"),
     (["rmat", "--nodes", "10", "--edges", "9", "--homophily", "1.5"], "field '--homophily'"),
     (["sbm", "--nodes", "10", "--avg-degree", "2", "--homophily", "-0.1"], "(value -0.1)"),

@@ -41,7 +41,7 @@ def test_a_flag_every_rank_refuses_is_one_line_without_a_banner(nranks):
     code, _, err = run_job(nranks, "-m", "hpcgnn.train", "--data", ROOT, "--hidden", "-3")
     assert code == 2, err
     lines = [line for line in err.splitlines() if line.strip()]
-    assert lines == ["hpcgnn train: error: field '--hidden': must be positive (value -3)"], err
+    assert lines == ["hpcgnn train: error: field '--hidden': must be an integer in [1, 16384] (value -3)"], err
 
 
 def test_a_dataset_every_rank_refuses_is_one_line(tmp_path):

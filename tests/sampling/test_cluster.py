@@ -70,7 +70,7 @@ def test_cluster_gcn_training_learns_with_equal_steps(nranks, comm, shared_tmp):
     (["--sampler", "cluster", "--fanouts", "5,5"], "'--fanouts': does not apply to --sampler cluster"),
     (["--sampler", "cluster", "--batch-size", "50"], "'--batch-size': does not apply to --sampler cluster"),
     (["--sampler", "cluster", "--task", "link"], "'--task': does not apply to --sampler cluster"),
-    (["--sampler", "cluster", "--num-clusters", "0"], "'--num-clusters': must be at least 1"),
+    (["--sampler", "cluster", "--num-clusters", "0"], "'--num-clusters': must be an integer"),
     (["--num-clusters", "8"], "'--num-clusters': applies to --sampler cluster only"),
     (["--clusters-per-batch", "2"], "'--clusters-per-batch': applies to --sampler cluster only"),
 ])

@@ -135,7 +135,7 @@ def test_random_walk_training_learns(nranks, comm, shared_tmp):
     (["--sampler", "randomwalk", "--fanouts", "4,4"], "'--fanouts': does not apply to --sampler randomwalk"),
     (["--walks", "3"], "'--walks': applies to --sampler randomwalk only"),
     (["--sampler", "cluster", "--topk", "3"], "'--topk': applies to --sampler randomwalk only"),
-    (["--sampler", "randomwalk", "--walk-length", "0"], "'--walk-length': must be at least 1"),
+    (["--sampler", "randomwalk", "--walk-length", "0"], "'--walk-length': must be an integer"),
 ])
 def test_flags_that_do_not_apply_are_refused(tmp_path, flags, needle):
     from hpcgnn.runtime.errors import InputError

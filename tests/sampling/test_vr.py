@@ -166,7 +166,7 @@ def test_vr_training_learns(nranks, comm, shared_tmp):
 
 @pytest.mark.parametrize("flags, needle", [
     (["--vr-neighbors", "3"], "'--vr-neighbors': applies to --sampler vr only"),
-    (["--sampler", "vr", "--vr-neighbors", "0"], "'--vr-neighbors': must be at least 1"),
+    (["--sampler", "vr", "--vr-neighbors", "0"], "'--vr-neighbors': must be an integer"),
     (["--sampler", "vr", "--embed-dim", "8"], "'--embed-dim': does not apply to --sampler vr"),
     (["--sampler", "vr", "--task", "link"], "'--task': does not apply to --sampler vr"),
     (["--sampler", "vr", "--model", "gcn"], "'--model': does not apply to --sampler vr"),

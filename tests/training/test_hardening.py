@@ -123,3 +123,86 @@ def test_no_training_nodes_is_one_line(tmp_path):
     lines = error_lines(proc.stderr)
     assert 1 <= len(lines) <= 2 and all("no training nodes" in line and "train_mask" in line for line in lines), \
         proc.stderr
+
+
+def plain_checkpoint(**changes):
+    """A checkpoint in the saved layout (plain data: what ``torch.load(weights_only=True)`` reads)."""
+    state = {"model": {"layers.0.weight": torch.ones(4, 3), "layers.0.bias": torch.zeros(4)},
+             "optimizer": {"state": {0: {"step": torch.tensor(3.0), "exp_avg": torch.zeros(4, 3)}},
+                           "param_groups": [{"lr": 0.01, "params": [0, 1]}]},
+             "config": {"model": "sage"}, "epoch": 2, "rng": [], "history": []}
+    state.update(changes)
+    return state
+
+
+@pytest.mark.parametrize("where, field", [("model", "model.layers.0.weight"),
+                                          ("optimizer", "optimizer.state.0.exp_avg")])
+def test_a_checkpoint_with_non_finite_weights_is_refused_naming_the_tensor(tmp_path, where, field):
+    from hpcgnn.runtime.errors import InputError
+    from hpcgnn.training.checkpoint import load_checkpoint
+
+    torch.save(plain_checkpoint(), tmp_path / "good.pt")
+    assert load_checkpoint(str(tmp_path / "good.pt"))["epoch"] == 2
+    state = plain_checkpoint()
+    tensor = state["model"]["layers.0.weight"] if where == "model" else state["optimizer"]["state"][0]["exp_avg"]
+    tensor[1, 2] = float("nan") if where == "model" else float("inf")
+    torch.save(state, tmp_path / "bad.pt")
+    with pytest.raises(InputError) as refused:
+        load_checkpoint(str(tmp_path / "bad.pt"))
+    text = str(refused.value)
+    assert text.startswith(f"{tmp_path / 'bad.pt'}: field '{field}': non-finite values") and "\n" not in text, text
+
+
+def test_evaluating_a_checkpoint_with_nan_weights_is_one_line(tmp_path):
+    state = plain_checkpoint()
+    state["model"]["layers.0.bias"][0] = float("nan")
+    torch.save(state, tmp_path / "nan.pt")
+    proc = subprocess.run([sys.executable, "-m", "hpcgnn.evaluate", "--data", str(tmp_path), "--checkpoint",
+                           str(tmp_path / "nan.pt")], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "nan.pt: field 'model.layers.0.bias': non-finite values" in proc.stderr
+
+
+def train_alone(data, *extra):
+    """``hpcgnn train`` as one process (a one-part dataset), the way a new user first runs it."""
+    return subprocess.run([sys.executable, "-m", "hpcgnn.train", "--data", str(data), "--epochs", "1", "--hidden",
+                           "8", "--fanouts", "3,3", "--no-progress", *extra], capture_output=True, text=True,
+                          timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
+
+
+@pytest.mark.parametrize("dropped, remedy", [
+    (("feat",), "dataset has no node features: train with --embed-dim D"),
+    (("label", "train_mask", "val_mask", "test_mask"), "dataset has no node labels to classify: for link "
+                                                       "prediction train with --task link"),
+])
+def test_a_missing_node_field_names_the_flag_that_does_without_it(tmp_path, dropped, remedy):
+    from hpcgnn.prep.partition import partition_graph
+    from hpcgnn.testing.graphs import clustered_graph
+
+    graph = clustered_graph(num_nodes=200)
+    for field in dropped:
+        del graph.ndata[field]
+    partition_graph(graph, tmp_path / "d", 1, "random")
+    proc = train_alone(tmp_path / "d")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and remedy in lines[0] and "meta.json: field 'node_fields'" in lines[0], proc.stderr
+
+
+def test_link_prediction_on_a_labelled_graph_needs_no_node_split(tmp_path, capsys):
+    """Labels without masks: a node task needs --split, an --edge-split dataset for link prediction does not."""
+    from hpcgnn.prep.partition import main as partition_main
+    from hpcgnn.prep.read.npz import write_npz
+    from hpcgnn.testing.graphs import clustered_graph
+
+    graph = clustered_graph(num_nodes=200)
+    for mask in ("train_mask", "val_mask", "test_mask"):
+        del graph.ndata[mask]
+    write_npz(graph, str(tmp_path / "g.npz"))
+    argv = [str(tmp_path / "g.npz"), "--parts", "2", "--symmetrize"]
+    with pytest.raises(SystemExit):
+        partition_main([*argv, "--out", str(tmp_path / "node")])
+    err = capsys.readouterr().err
+    assert "--split 0.6,0.2,0.2" in err and "--edge-split" in err and err.count("\n") == 1, err
+    assert partition_main([*argv, "--out", str(tmp_path / "link"), "--edge-split", "0.8,0.1,0.1"]) == 0

@@ -28,6 +28,7 @@ from hpcgnn.prep.read.planetoid import PARTS as PLANETOID_PARTS
 from hpcgnn.prep.read.planetoid import locate_planetoid, read_planetoid
 from hpcgnn.prep.read.shchur import ADJACENCY_PREFIXES, read_shchur
 from hpcgnn.runtime.errors import InputError
+from hpcgnn.runtime.flags import MAX_COUNT, MAX_NODES, Domain
 
 FORMATS = ("npz", "h5graph", "edgelist", "planetoid", "shchur", "ogb", "mat", "heterophily")
 EDGELIST_EXTENSIONS = (".csv", ".tsv", ".txt", ".edges", ".el")
@@ -221,26 +222,6 @@ def _delimiter_argument(text):
     return value
 
 
-def _non_negative_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
-
-
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
 def add_reader_arguments(parser):
     """Local. Add the input-format flags shared by every command that reads a graph.
 
@@ -272,14 +253,14 @@ def add_reader_arguments(parser):
                         help="the edge list has no header line")
     group.add_argument("--id-base", type=int, choices=(0, 1), default=0,
                        help="smallest node id in the edge list; 1-based ids are shifted down (default 0)")
-    group.add_argument("--num-nodes", type=_positive_int, default=None,
+    group.add_argument("--num-nodes", type=Domain(int, ge=1, le=MAX_NODES), default=None,
                        help="edge-list node count (default: a count header's n, else largest id + 1)")
     group.add_argument("--relabel", action="store_true",
                        help="number the edge list's ids 0..n-1 in sorted order (for sparse ids such as "
                             "raw user ids); the part files' orig_id keeps the file's id")
     group.add_argument("--ogb-split", default=None, metavar="SCHEME",
                        help="OGB split scheme under split/ (default: the only or first one)")
-    group.add_argument("--split-index", type=_non_negative_int, default=None, metavar="I",
+    group.add_argument("--split-index", type=Domain(int, ge=0, le=MAX_COUNT), default=None, metavar="I",
                        help="heterophily npz holding k predefined splits (train_masks [k, N]): use split I "
                             "(required when k > 1)")
     nodes = parser.add_argument_group("node labels and features (node table, .mat)")
