@@ -16,6 +16,7 @@ import numpy as np
 
 from hpcgnn import _csr, _sample
 from hpcgnn.prep import ondisk
+from hpcgnn.prep.graph import MASKS
 from hpcgnn.runtime.collectives import fail_together
 from hpcgnn.runtime.comm import node_comm, world
 from hpcgnn.runtime.errors import InputError
@@ -113,9 +114,10 @@ class DistGraph(CollectiveResource):
         self.progress = ProgressThread(self.comm, progress_interval) if progress_interval > 0 else None
 
     def _load_part(self, n_local, e_local):
-        """Collective over comm. Read this rank's part file into the windows (``ondisk.PartFile``: shapes
-        checked against meta.json, checksums verified). A bad part fails every rank together,
-        never one rank alone while the others wait in the next collective."""
+        """Collective over comm. Read this rank's part file into the windows (``ondisk.PartFile``: its
+        objects checked before any read, shapes against meta.json, checksums verified, then the
+        values read: :meth:`~hpcgnn.prep.ondisk.PartFile.value_problems`). A bad part fails every
+        rank together, never one rank alone while the others wait in the next collective."""
         part = error = None
         try:
             part = ondisk.open_part(self.path, self.meta, self.comm.rank)
@@ -147,6 +149,8 @@ class DistGraph(CollectiveResource):
                           for name, spec in self.meta.get("edge_fields", {}).items()}
             self.link_meta = self.meta.get("link")
             self.link = self._read_links(read)
+        if not read_errors:
+            read_errors.extend(part.value_problems(self._loaded_arrays()))
         fail_together(self.comm, read_errors[0] if read_errors else None, self.path)
         sync_windows(self.comm, [self._indptr_win, self._indices_win])
 
@@ -165,6 +169,17 @@ class DistGraph(CollectiveResource):
                 read(f"{ondisk.LINK_PREFIX}{split}_{name}", out)
             sets[split] = arrays
         return sets
+
+    def _loaded_arrays(self) -> dict:
+        """This rank's arrays whose values the format constrains, by dataset name
+        (:meth:`~hpcgnn.prep.ondisk.PartFile.value_problems`)."""
+        arrays = {"indptr": self._indptr_win.local, "indices": self._indices_win.local}
+        arrays.update({name: tensor.local for name, tensor in self.ndata.items()
+                       if name == "label" or name in MASKS})
+        for split, sets in (self.link or {}).items():
+            for name, ids in zip(ondisk.link_arrays(self.meta), sets, strict=True):
+                arrays[f"{ondisk.LINK_PREFIX}{split}_{name}"] = ids
+        return arrays
 
     def _halo_offsets(self):
         """CSC offsets ``(gids, begin, degree)`` of every node on another machine with an edge into

@@ -13,6 +13,7 @@ import os
 import numpy as np
 
 from hpcgnn.prep import ondisk
+from hpcgnn.prep.graph import MASKS
 from hpcgnn.runtime.abort import entry_point
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.flags import CommandParser
@@ -22,11 +23,15 @@ from hpcgnn.runtime.launch import check_single_process
 def verify(directory, meta: dict) -> list[str]:
     """Local. Check every part file against ``meta.json``; return the problems found.
 
-    Checked: file size and SHA-256; what loading checks (:meth:`ondisk.PartFile.problems`:
-    attributes, every dataset's shape and dtype); every dataset's bytes read back, so each
-    chunk's fletcher32 checksum is verified and a damaged one named; ``indptr`` never
-    decreases; ``indices`` within ``[0, num_nodes)``; ``orig_id`` (each node's id in the input
-    file) never repeats across all parts, and ``eid`` is a permutation of ``[0, num_edges)``.
+    Checked: file size and SHA-256; what loading checks (the file's objects, types, layouts and
+    filters when it is opened, :meth:`ondisk.PartFile.problems`: attributes, every dataset's shape
+    and dtype; :meth:`ondisk.PartFile.value_problems`: ``indptr`` a CSC offset array, ``indices``
+    within ``[0, num_nodes)``, labels in range and set on every masked node); every dataset's
+    bytes read back, so each chunk's fletcher32 checksum is verified and a damaged one named;
+    ``orig_id`` (each node's id in the input file) never repeats across all parts, and ``eid`` is
+    a permutation of ``[0, num_edges)``: these two are checked (and arrays of ``num_nodes`` and
+    ``num_edges`` entries allocated) only when every part file agrees with ``meta.json``, so that
+    the counts are the files' own.
     With edge sets (``meta["link"]``): every id of ``link_*`` in ``[0, num_nodes)``, each
     evaluation edge's destination owned by its part, and no evaluation edge in any part's CSC
     (in either direction when ``link.symmetric``).
@@ -35,10 +40,10 @@ def verify(directory, meta: dict) -> list[str]:
     """
     problems = []
     held_out = _held_out_keys(directory, meta, problems)
-    seen_nodes = np.zeros(meta["num_nodes"], dtype=bool)
-    seen_edges = np.zeros(meta["num_edges"], dtype=bool)
+    complete = _parts_agree_with_meta(directory, meta)
+    seen_nodes = np.zeros(meta["num_nodes"], dtype=bool) if complete else None
+    seen_edges = np.zeros(meta["num_edges"], dtype=bool) if complete else None
     beyond = []  # orig_id values >= num_nodes: input ids left by --largest-component or --relabel
-    complete = True
     for part_id, info in enumerate(meta["parts"]):
         try:
             complete &= _verify_part(directory, meta, part_id, info, seen_nodes, seen_edges, beyond, problems,
@@ -49,12 +54,25 @@ def verify(directory, meta: dict) -> list[str]:
     beyond = np.concatenate(beyond) if beyond else np.empty(0, dtype=np.int64)
     if np.unique(beyond).shape[0] != beyond.shape[0]:
         problems.append("orig_id repeats ids across parts")
-    missing = meta["num_nodes"] - int(seen_nodes.sum()) - beyond.shape[0]
-    if complete and missing:
+    missing = meta["num_nodes"] - int(seen_nodes.sum()) - beyond.shape[0] if complete else 0
+    if missing:
         problems.append(f"orig_id misses {missing} of {meta['num_nodes']} nodes")
     if complete and not seen_edges.all():
         problems.append(f"eid misses {int((~seen_edges).sum())} of {meta['num_edges']} edges")
     return problems
+
+
+def _parts_agree_with_meta(directory, meta) -> bool:
+    """Whether every part file opens and agrees with ``meta.json`` (:meth:`ondisk.PartFile.problems`),
+    so that its counts are backed by the files' datasets (each part's own pass reports what differs)."""
+    for part_id in range(meta["num_parts"]):
+        try:
+            with ondisk.PartFile(directory, meta, part_id) as part:
+                if part.problems():
+                    return False
+        except InputError:
+            return False
+    return True
 
 
 def _held_out_keys(directory, meta, problems):
@@ -115,14 +133,13 @@ def _verify_part(directory, meta, part_id, info, seen_nodes, seen_edges, beyond,
             problems.extend(str(exc) for exc in found)
             return False
         _read_back(part)
-        n_nodes, n_edges = part.num_nodes, part.num_edges
-        indptr = part.read("indptr")
-        if (np.diff(indptr) < 0).any():
-            problems.append(f"{name}: indptr is not a CSC offset array for {n_nodes} nodes / {n_edges} edges")
-        indices = part.read("indices")
-        if n_edges and (indices.min() < 0 or indices.max() >= meta["num_nodes"]):
-            problems.append(f"{name}: indices has ids outside [0, {meta['num_nodes']})")
-        elif (np.diff(indptr) >= 0).all():
+        n_edges = part.num_edges
+        indptr, indices = part.read("indptr"), part.read("indices")
+        values = {"indptr": indptr, "indices": indices}
+        values.update({key: part.read(key) for key in ("label", *MASKS) if key in meta["node_fields"]})
+        bad_values = part.value_problems(values)
+        problems.extend(str(exc) for exc in bad_values)
+        if not any(exc.field in ("indptr", "indices") for exc in bad_values):
             _check_no_held_out_edge(name, part, indptr, indices, meta["num_nodes"], held_out, problems)
         orig_id = part.read("orig_id")
         inside = orig_id < meta["num_nodes"]
@@ -149,7 +166,7 @@ def _mark_permutation(ids, expected, seen, label, problems):
     if ids.shape != (expected,):
         problems.append(f"{label} has {ids.shape[0]} entries, expected {expected}")
         return
-    if expected == 0:
+    if expected == 0 or seen is None:  # None: another part disagrees with meta.json, so no count is known
         return
     if ids.min() < 0 or ids.max() >= seen.shape[0]:
         problems.append(f"{label} has ids outside [0, {seen.shape[0]})")

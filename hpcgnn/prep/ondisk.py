@@ -42,23 +42,40 @@ written last: a directory without it is not a dataset.
 
 Every non-empty dataset is chunked (about :data:`CHUNK_BYTES` per chunk) with HDF5's
 per-chunk fletcher32 checksum, which HDF5 verifies on every read. Both ``meta.json`` and the
-part files are untrusted input: :func:`read_meta` validates the former, and :class:`PartFile`,
-the one reader of part data, checks a part file against it and turns any failed read (a
-checksum mismatch) into an :class:`~hpcgnn.runtime.errors.InputError` naming file and dataset.
+part files are untrusted input: :func:`read_meta` validates the former (size and nesting
+bounded before parsing, every count an integer of its range), and :class:`PartFile`, the one
+reader of part data, checks a part file against it and turns any failed read (a checksum
+mismatch) into an :class:`~hpcgnn.runtime.errors.InputError` naming file and dataset.
 Datasets written before checksums existed have none and load as before.
+
+HDF5 can point outside a file (external links, external raw storage, virtual datasets) and
+run filter plugins; a part file may hold none of that. Opening one walks its root group once
+(:meth:`PartFile.check_objects`) and refuses anything the writer (:func:`write_part`) does not
+make: a link other than a hard link, a name other than the datasets ``meta.json`` implies, a
+group, a virtual dataset, external storage, a layout other than contiguous or
+:func:`chunk_layout`'s, a filter other than fletcher32, a stored type other than the one
+h5py writes for a dtype of :data:`FIELD_DTYPES`, attributes other than :data:`PART_ATTRS`,
+and storage that is missing or that the file is too small to hold (so every array a load
+allocates is backed by bytes on disk). The values are checked on every load too, where it
+costs one vectorised pass (:meth:`PartFile.value_problems`: CSC offsets, source ids, labels,
+edge-set ids); what costs more (SHA-256, id permutations, held-out edges in the CSC) is
+``inspect --verify``'s.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import re
 
 import h5py
 import numpy as np
 
 from hpcgnn.prep.feat_dtype import ENCODINGS
+from hpcgnn.prep.graph import MASKS, UNLABELLED, check_node_field
 from hpcgnn.runtime.errors import InputError
-from hpcgnn.runtime.files import atomic_path
+from hpcgnn.runtime.files import atomic_path, open_regular
 
 FORMAT_NAME = "hpcgnn-partition"
 # Checksums did not change the version: the datasets, names, dtypes and shapes are the same,
@@ -83,7 +100,25 @@ LINK_NEGATIVE_KINDS = ("corrupt", "uniform")
 # whole-dataset reads of 0.5-2 MiB chunks ran equally fast, 64 KiB and 16 MiB ones 20-60%
 # slower (190 MiB float32 features, warm page cache).
 CHUNK_BYTES = 1 << 20
-FIELD_KINDS = "biuf"  # bool, signed, unsigned, float: what a DistTensor can hold
+#: every dtype a part file's dataset may have (native byte order): node and edge fields take
+#: any of them, the id arrays int32 or int64
+FIELD_DTYPES = tuple(np.dtype(name) for name in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16",
+                                                 "uint32", "uint64", "float16", "float32", "float64"))
+ID_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
+#: the attributes of a part file's root group (:func:`hpcgnn.prep.part_files.write_part_file`)
+PART_ATTRS = ("format", "version", "part_id", "num_parts", "node_start", "node_end", "edge_start")
+# An attribute of a part file holds one number or a short name; a larger one is not ours.
+ATTR_MAX_BYTES = 256
+#: counts and ids are int64 in memory: a count in meta.json must be below this
+COUNT_LIMIT = 2**63
+#: a single-label ``label`` must be below this. A model gets one output per class up to the
+#: largest label, so one label of 2e9 would ask for billions of outputs (hundreds of GB at any
+#: hidden width); 2**20 classes at 256 hidden units is already a 1 GiB output layer.
+LABEL_LIMIT = 1 << 20
+#: meta.json is refused above this size (a dataset of 100,000 parts needs about 40 MB) ...
+META_MAX_BYTES = 64 << 20
+#: ... or nested deeper than this (the format's deepest entry is 3 levels down)
+META_MAX_DEPTH = 32
 
 
 def part_file_name(part_id: int) -> str:
@@ -122,19 +157,35 @@ def chunk_layout(shape, dtype) -> dict:
     return {"chunks": (rows, *shape[1:]), "fletcher32": True}
 
 
+def stored_dtype(name, dtype) -> np.dtype:
+    """Local. The dtype a part file stores field ``name`` of ``dtype`` as: the same in native byte
+    order; InputError naming the field when it is not one of :data:`FIELD_DTYPES`."""
+    dtype = np.dtype(dtype)
+    native = dtype.newbyteorder("=") if dtype.byteorder in "<>" else dtype
+    if native not in FIELD_DTYPES:
+        raise InputError(None, "a part file cannot store this dtype (it stores bool, integers up to 64 bits and "
+                         "float16/32/64)", name, str(dtype))
+    return native
+
+
 def write_part(path, arrays: dict, attrs: dict, checksums: bool = True) -> None:
     """Local. Write one part file atomically with deterministic bytes (no timestamps).
 
     With ``checksums`` (the default) every non-empty dataset carries per-chunk fletcher32
     checksums (:func:`chunk_layout`); without, datasets are contiguous (the layout before
-    checksums, kept for comparison).
+    checksums, kept for comparison). These, the dtypes of :func:`stored_dtype` and the
+    attributes of :data:`PART_ATTRS` are all a part file may hold (:meth:`PartFile.check_objects`).
     """
+    unknown = sorted(set(attrs) - set(PART_ATTRS))
+    if unknown:
+        raise ValueError(f"part file attributes {unknown} are not in ondisk.PART_ATTRS")
     with atomic_path(path, suffix=".h5") as tmp:
         with h5py.File(tmp, "w", libver=("earliest", "v110"), track_order=False) as h5:
             for key, value in attrs.items():
                 h5.attrs[key] = value
             for name in sorted(arrays):
                 value = np.asarray(arrays[name])
+                value = value.astype(stored_dtype(name, value.dtype), copy=False)
                 layout = chunk_layout(value.shape, value.dtype) if checksums else {}
                 h5.create_dataset(name, data=value, track_times=False, **layout)
 
@@ -169,13 +220,44 @@ def read_meta(directory) -> dict:
         raise InputError(directory, "dataset directory not found")
     if not os.path.exists(path):
         raise InputError(path, "missing: not a partitioned dataset (run 'hpcgnn partition' first)")
-    try:
-        with open(path) as fh:
-            meta = json.load(fh)
-    except (OSError, ValueError) as exc:
-        raise InputError(path, f"unreadable JSON ({_one_line(exc)})") from None
+    meta = parse_meta(path)
     validate_meta(meta, path, directory)
     return meta
+
+
+# a JSON string (skipped whole, so brackets inside it do not count), or a bracket: group 1 opens, 2 closes
+_JSON_NESTING = re.compile(r'"(?:[^"\\]|\\.)*+"|([\[{])|([\]}])', re.S)
+
+
+def parse_meta(path):
+    """Local. The JSON value in the ``meta.json`` at ``path``, parsed only when it is a regular file
+    (:func:`~hpcgnn.runtime.files.open_regular`: a FIFO never blocks) of at most
+    :data:`META_MAX_BYTES`, nested at most :data:`META_MAX_DEPTH` deep (one linear scan first),
+    so a hostile file can exhaust neither memory nor the parser's recursion."""
+    try:
+        with open_regular(path) as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size > META_MAX_BYTES:
+                raise InputError(path, f"larger than {META_MAX_BYTES} bytes: not a meta.json hpcgnn writes",
+                                 value=size)
+            text = fh.read(META_MAX_BYTES + 1).decode("utf-8")
+    except OSError as exc:
+        raise InputError(path, f"unreadable ({_one_line(exc)})") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(path, f"unreadable JSON ({_one_line(exc)})") from None
+    depth = 0
+    for match in _JSON_NESTING.finditer(text):
+        if match.group(1):
+            depth += 1
+            if depth > META_MAX_DEPTH:
+                raise InputError(path, f"nested deeper than {META_MAX_DEPTH} levels: not a meta.json hpcgnn "
+                                 "writes", value=f"byte {match.start()}")
+        elif match.group(2):
+            depth -= 1
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise InputError(path, f"unreadable JSON ({_one_line(exc)})") from None
 
 
 def _is_int(value) -> bool:
@@ -183,17 +265,25 @@ def _is_int(value) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
+def _is_count(value, minimum=0) -> bool:
+    """An integer in ``[minimum, COUNT_LIMIT)``: what int64 arrays can hold."""
+    return _is_int(value) and minimum <= value < COUNT_LIMIT
+
+
 def validate_meta(meta, path, directory) -> None:
     """Local. Refuse a ``meta.json`` (already parsed, at ``path``) that hpcgnn must not act on.
 
-    Checked: format and version; counts are non-negative integers; ``node_starts`` and
-    ``edge_starts`` are ``num_parts + 1`` integers rising from 0 to ``num_nodes`` /
-    ``num_edges``; one ``parts`` entry per part, each naming a plain file inside
-    ``directory`` (symlinks resolved), its counts (when listed) equal to the starts'; node and
-    edge fields have plain names, numeric dtypes and non-negative shapes, and no node field uses
-    the reserved ``edge_`` or ``link_`` prefixes; version 1 or 2, and a ``link`` entry (version 2
-    only) with its keys' types and per-part ``link_val``/``link_test`` counts summing to
-    ``num_val``/``num_test``. Raises InputError.
+    Checked: format and version; counts are integers below :data:`COUNT_LIMIT` (int64), non-negative
+    (``num_parts`` positive); ``node_starts`` and ``edge_starts`` are ``num_parts + 1`` integers
+    rising from 0 to ``num_nodes`` / ``num_edges``; one ``parts`` entry per part, each naming a
+    plain file inside ``directory`` (symlinks resolved), its counts (when listed) equal to the
+    starts'; node and edge fields have plain names, a dtype of :data:`FIELD_DTYPES` and a shape of
+    positive integers, the node fields the kind the trainer reads (``label`` integer, masks bool,
+    ``feat`` [N, width]: :func:`hpcgnn.prep.graph.check_node_field`), and no node field uses the
+    reserved ``edge_`` or ``link_`` prefixes; ``source`` and ``partitioner``, when present, are
+    objects; version 1 or 2, and a ``link`` entry (version 2 only) with its keys' types and
+    per-part ``link_val``/``link_test`` counts summing to ``num_val``/``num_test``. Raises
+    InputError.
     """
     if not isinstance(meta, dict):
         raise InputError(path, "must be a JSON object", value=type(meta).__name__)
@@ -206,14 +296,17 @@ def validate_meta(meta, path, directory) -> None:
         if key not in meta:
             raise InputError(path, "missing field", key)
     for key in ("num_nodes", "num_edges", "num_parts"):
-        if not _is_int(meta[key]) or meta[key] < (1 if key == "num_parts" else 0):
+        if not _is_count(meta[key], 1 if key == "num_parts" else 0):
             raise InputError(path, "must be a " + ("positive" if key == "num_parts" else "non-negative")
-                             + " integer", key, meta[key])
+                             + " integer below 2**63", key, meta[key])
+    for key in ("source", "partitioner"):
+        if meta.get(key) is not None and not isinstance(meta[key], dict):
+            raise InputError(path, "must be an object", key, meta[key])
     num_parts = meta["num_parts"]
     for key, total_key in (("node_starts", "num_nodes"), ("edge_starts", "num_edges")):
         _check_starts(path, meta[key], key, num_parts, meta[total_key], total_key)
     parts = meta["parts"]
-    if not isinstance(parts, list) or len(parts) != num_parts:
+    if not isinstance(parts, list) or len(parts) != num_parts:  # so num_parts is bounded by the file's size
         raise InputError(path, f"must list one entry per part ({num_parts})", "parts",
                          len(parts) if isinstance(parts, list) else parts)
     seen = set()
@@ -253,7 +346,7 @@ def _check_link(path, meta):
         raise InputError(path, "must be 'dataset' or a list of three fractions", "link.split", split)
     if not _is_int(link.get("seed")):
         raise InputError(path, "must be an integer", "link.seed", link.get("seed"))
-    if not _is_int(link.get("eval_negatives")) or link["eval_negatives"] < 1:
+    if not _is_count(link.get("eval_negatives"), 1):
         raise InputError(path, "must be a positive integer", "link.eval_negatives", link.get("eval_negatives"))
     if link.get("negatives") not in LINK_NEGATIVES:
         raise InputError(path, f"must be one of {', '.join(LINK_NEGATIVES)}", "link.negatives", link.get("negatives"))
@@ -261,13 +354,14 @@ def _check_link(path, meta):
         raise InputError(path, f"must be one of {', '.join(LINK_NEGATIVE_KINDS)}", "link.negatives_kind",
                          link.get("negatives_kind"))
     for key in LINK_META_COUNTS:
-        if not _is_int(link.get(key)) or link[key] < 0:
-            raise InputError(path, "must be a non-negative integer", f"link.{key}", link.get(key))
+        if not _is_count(link.get(key)):
+            raise InputError(path, "must be a non-negative integer below 2**63", f"link.{key}", link.get(key))
     for split_name in LINK_SPLITS:
         key = f"{LINK_PREFIX}{split_name}"
         for part_id, info in enumerate(meta["parts"]):
-            if not _is_int(info.get(key)) or info[key] < 0:
-                raise InputError(path, "must be a non-negative integer", f"parts[{part_id}].{key}", info.get(key))
+            if not _is_count(info.get(key)):
+                raise InputError(path, "must be a non-negative integer below 2**63", f"parts[{part_id}].{key}",
+                                 info.get(key))
         total = sum(info[key] for info in meta["parts"])
         if total != link[f"num_{split_name}"]:
             raise InputError(path, f"the parts' {key} counts sum to {total}", f"link.num_{split_name}",
@@ -280,6 +374,7 @@ def _check_starts(path, starts, key, num_parts, total, total_key):
     for i, value in enumerate(starts):
         if not _is_int(value):
             raise InputError(path, f"entry {i} is not an integer", key, value)
+    # monotone from 0 to the total (checked below), so every entry is a count like the total
     if starts[0] != 0:
         raise InputError(path, "must start at 0", key, starts)
     for i in range(num_parts):
@@ -302,14 +397,26 @@ def _check_fields(path, fields, key, prefix):
                 or not isinstance(spec.get("shape"), list):
             raise InputError(path, "must be an object with 'dtype' (a string) and 'shape' (a list)", where, spec)
         try:
-            kind = np.dtype(spec["dtype"]).kind
-        except (TypeError, ValueError):
-            kind = None
-        if kind is None or kind not in FIELD_KINDS:
-            raise InputError(path, "dtype must be a numpy bool, integer or float type", where + ".dtype",
-                             spec["dtype"])
-        if not all(_is_int(x) and x >= 0 for x in spec["shape"]):
-            raise InputError(path, "shape must be a list of non-negative integers", where + ".shape", spec["shape"])
+            dtype = np.dtype(spec["dtype"]) if len(spec["dtype"]) <= 16 else None
+        except (TypeError, ValueError, SyntaxError):
+            dtype = None
+        if dtype is None or dtype not in FIELD_DTYPES:
+            raise InputError(path, "dtype must be bool, an integer of up to 64 bits or float16/32/64 (native byte "
+                             "order)", where + ".dtype", spec["dtype"])
+        # a row of 0 values holds nothing (and a model of input width 0 cannot be built)
+        if not all(_is_count(x, 1) for x in spec["shape"]) or len(spec["shape"]) > 8 \
+                or math.prod(spec["shape"]) * dtype.itemsize >= COUNT_LIMIT:
+            raise InputError(path, "shape must be a list of at most 8 positive integers (a row's shape)",
+                             where + ".shape", spec["shape"])
+        if not prefix:  # the kind of field the trainer reads under this name, as the readers require it
+            try:
+                check_node_field(path, name, np.empty((0, *spec["shape"]), dtype))
+            except InputError as exc:
+                raise InputError(path, exc.problem, where, spec["dtype"] if exc.field == name and
+                                 isinstance(exc.value, np.dtype) else exc.value) from None
+            if name == "label" and spec["shape"] and spec["shape"][0] > LABEL_LIMIT:
+                raise InputError(path, f"a multi-label label may have at most {LABEL_LIMIT} columns", where + ".shape",
+                                 spec["shape"])
         encoding = spec.get("encoding")
         if encoding is not None and (encoding not in ENCODINGS or np.dtype(spec["dtype"]) != ENCODINGS[encoding]):
             known = ", ".join(f"{name} (dtype {dtype})" for name, dtype in ENCODINGS.items())
@@ -350,10 +457,13 @@ def _one_line(exc) -> str:
 class PartFile:
     """Local. Part ``part_id`` of a dataset, open for reading: the one reader of part data.
 
-    Opening turns a file HDF5 cannot open (truncated, not HDF5) into an InputError;
+    Opening turns a file HDF5 cannot open (truncated, not HDF5) into an InputError, and refuses
+    a file holding anything the writer does not make (:meth:`check_objects`: links out of the
+    file, external or virtual storage, unknown objects, types, layouts and filters);
     :meth:`problems` compares the file with ``meta.json``; :meth:`read` turns a failed read,
     above all a chunk whose fletcher32 checksum no longer matches its bytes, into an
-    InputError naming the file and the dataset. Use as a context manager.
+    InputError naming the file and the dataset; :meth:`value_problems` checks what was read.
+    Use as a context manager.
 
     Attributes
     ----------
@@ -376,6 +486,101 @@ class PartFile:
             self.h5 = h5py.File(self.path, "r")
         except OSError as exc:
             raise InputError(self.path, f"cannot be opened as HDF5 ({_one_line(exc)})") from None
+        try:
+            self.check_objects()
+        except BaseException:
+            self.h5.close()
+            raise
+
+    def check_objects(self) -> None:
+        """Local. Refuse (InputError naming the file and the object) anything :func:`write_part`
+        does not make: the module docstring lists it. One walk over the root group's links and
+        the datasets' metadata, before any data is read: nothing outside the file is opened and
+        no filter runs."""
+        expected, stored, name = self.expected(), 0, None
+        try:
+            for name in self.h5:  # the link names: resolving none of them yet
+                stored += self._check_link(name, expected)
+            name = None
+            self._check_attributes(self.h5, PART_ATTRS)
+        except (OSError, KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise InputError(self.path, f"unreadable HDF5 metadata ({_one_line(exc)})",
+                             None if name is None else _shown(name)) from None
+        file_bytes = os.path.getsize(self.path)
+        if stored > file_bytes:
+            raise InputError(self.path, f"its datasets claim more stored bytes than the file's {file_bytes}",
+                             value=stored)
+
+    def _check_link(self, name, expected) -> int:
+        """Refuse link ``name`` of the root group unless it is a hard link to a dataset ``meta.json``
+        implies; the bytes its dataset stores."""
+        link = self.h5.get(name, getlink=True)
+        if isinstance(link, h5py.ExternalLink):
+            raise InputError(self.path, "is an external link: a part file must hold its datasets itself",
+                             _shown(name), f"{link.filename}:{link.path}")
+        if not isinstance(link, h5py.HardLink):
+            kind = "a soft link" if isinstance(link, h5py.SoftLink) else "a link of another kind"
+            raise InputError(self.path, f"is {kind}: a part file holds no links", _shown(name),
+                             getattr(link, "path", type(link).__name__))
+        if name not in expected:
+            raise InputError(self.path, "is not a dataset of the format (meta.json implies "
+                             f"{', '.join(sorted(expected))})", _shown(name))
+        dset = self.h5[name]
+        if not isinstance(dset, h5py.Dataset):
+            raise InputError(self.path, "must be a dataset", name, type(dset).__name__)
+        return self._check_dataset(name, dset)
+
+    def _check_dataset(self, name, dset) -> int:
+        """Refuse dataset ``name`` unless it is stored in this file as :func:`write_part` stores it;
+        the bytes it stores."""
+        plist = dset.id.get_create_plist()
+        if dset.is_virtual:
+            raise InputError(self.path, "is a virtual dataset: its data would be read from other files", name)
+        if plist.get_external_count():
+            raise InputError(self.path, "keeps its data in an external file", name,
+                             plist.get_external(0)[0].decode(errors="replace"))
+        shape = dset.shape
+        if not shape or dset.maxshape != shape:
+            raise InputError(self.path, "must be an array of fixed shape", name,
+                             f"shape {shape}, maximum {dset.maxshape}")
+        dtype, stored_type = np.dtype(dset.dtype.str), dset.id.get_type()  # dtype: without h5py's enum metadata
+        if dtype not in FIELD_DTYPES or not stored_type.equal(h5py.h5t.py_create(dtype, logical=True)):
+            kind = type(stored_type).__name__.removeprefix("Type").removesuffix("ID").lower()
+            raise InputError(self.path, "is stored in an HDF5 type the format does not write", name,
+                             f"{dset.dtype} (HDF5 {kind})")
+        self._check_attributes(dset, ())
+        layout, nbytes, stored = plist.get_layout(), math.prod(shape) * dtype.itemsize, dset.id.get_storage_size()
+        if layout == h5py.h5d.CHUNKED:
+            filters = [plist.get_filter(i)[0] for i in range(plist.get_nfilters())]
+            want = chunk_layout(shape, dtype).get("chunks")
+            if filters != [h5py.h5z.FILTER_FLETCHER32]:
+                raise InputError(self.path, "has filters other than the fletcher32 checksum (HDF5 filter ids)",
+                                 name, filters)
+            if dset.chunks != want:
+                raise InputError(self.path, f"is chunked other than the format's {want}", name, dset.chunks)
+            chunks, want_chunks = dset.id.get_num_chunks(), -(-shape[0] // want[0])
+            if chunks != want_chunks or stored < nbytes:
+                raise InputError(self.path, f"stores less than its shape holds ({chunks} of {want_chunks} chunks)",
+                                 name, f"{stored} bytes for {nbytes}")
+        elif layout != h5py.h5d.CONTIGUOUS:
+            raise InputError(self.path, "must be stored contiguous or in the format's chunks", name,
+                             {h5py.h5d.COMPACT: "compact"}.get(layout, layout))
+        elif stored < nbytes:
+            raise InputError(self.path, "has data missing", name, f"{stored} bytes for {nbytes}")
+        return stored
+
+    def _check_attributes(self, obj, allowed) -> None:
+        """Refuse attributes of ``obj`` (the root group or a dataset) not named in ``allowed``, and any
+        that is not one small value h5py can read."""
+        for key in obj.attrs:
+            where = _shown(key if obj.name == "/" else f"{obj.name.lstrip('/')}.{key}")
+            if key not in allowed:
+                raise InputError(self.path, "is an attribute the format does not define", where)
+            attr = obj.attrs.get_id(key)
+            if attr.shape != () or attr.get_storage_size() > ATTR_MAX_BYTES:
+                raise InputError(self.path, "attribute must be a single small value", where,
+                                 f"shape {attr.shape}, {attr.get_storage_size()} bytes")
+            obj.attrs[key]  # h5py cannot read every HDF5 type: fail here, as one line
 
     def close(self) -> None:
         """Local. Close the file."""
@@ -422,7 +627,7 @@ class PartFile:
             elif dset.shape != shape:
                 found.append(InputError(self.path, f"shape differs from meta.json's {list(shape)}", name,
                                         list(dset.shape)))
-            elif dtype is None and dset.dtype not in (np.int32, np.int64):
+            elif dtype is None and dset.dtype not in ID_DTYPES:
                 found.append(InputError(self.path, "dtype must be int32 or int64", name, str(dset.dtype)))
             elif dtype is not None and dset.dtype != dtype:
                 found.append(InputError(self.path, f"dtype differs from meta.json's {dtype}", name, str(dset.dtype)))
@@ -474,6 +679,76 @@ class PartFile:
             else:
                 problem = f"unreadable data ({_one_line(exc)})"
             raise InputError(self.path, problem, name) from None
+
+
+    def value_problems(self, arrays: dict) -> list:
+        """Local. Every way this part's values break the format, as InputErrors (empty if none).
+
+        ``arrays`` maps dataset names to what was read of them (any of ``indptr``, ``indices``,
+        ``label``, the masks, the ``link_*`` sets). Checked: ``indptr`` never decreases (that it
+        runs from 0 to the part's edge count is :meth:`problems`' check), so with ``problems``
+        every offset lies in ``[0, num_edges]``; every source id in ``indices`` and every id
+        of the edge sets lies in ``[0, num_nodes)``, each edge-set destination in this part; a
+        single-label ``label`` lies in ``[UNLABELLED, LABEL_LIMIT)``, a multi-label one in
+        ``{UNLABELLED, 0, 1}``, and no node of a mask is unlabelled. One vectorised pass over each.
+        """
+        found = []
+
+        def refuse(problem, name, value):
+            found.append(InputError(self.path, problem, name, value))
+
+        indptr = arrays.get("indptr")
+        drops = np.flatnonzero(indptr[1:] < indptr[:-1]) if indptr is not None else ()
+        if len(drops):  # its two ends are :meth:`problems`', read before the rest
+            row = int(drops[0]) + 1
+            refuse(f"must not decrease, but entry {row} is below entry {row - 1} ({int(indptr[row - 1])})",
+                   "indptr", int(indptr[row]))
+        num_nodes = self.meta["num_nodes"]
+        for name, ids in arrays.items():
+            if (name == "indices" or name.startswith(LINK_PREFIX)) and ids.size:
+                bad = _first_outside(ids, 0, num_nodes)
+                if bad is not None:
+                    refuse(f"node id outside [0, {num_nodes})", name, bad)
+                elif name.startswith(LINK_PREFIX) and name.endswith("_dst"):
+                    bad = _first_outside(ids, *self.node_range)
+                    if bad is not None:
+                        refuse(f"destination outside this part's nodes [{self.node_range[0]}, {self.node_range[1]})",
+                               name, bad)
+        self._label_problems(arrays, refuse)
+        return found
+
+    def _label_problems(self, arrays, refuse):
+        label = arrays.get("label")
+        if label is None or not label.size:
+            return
+        top = LABEL_LIMIT if label.ndim == 1 else 2
+        bad = _first_outside(label, UNLABELLED, top)
+        if bad is not None:
+            refuse(f"labels must be in [0, {top}), or {UNLABELLED} for an unlabelled node" +
+                   (" (a model gets one output per class up to the largest label)" if label.ndim == 1 else ""),
+                   "label", bad)
+            return
+        unlabelled = label < 0 if label.ndim == 1 else (label < 0).any(axis=1)
+        for mask in MASKS:
+            if mask in arrays and arrays[mask].shape == unlabelled.shape:
+                inside = np.flatnonzero(arrays[mask] & unlabelled)
+                if inside.size:
+                    refuse(f"node {self.node_range[0] + int(inside[0])} is in {mask} but unlabelled "
+                           f"({inside.size} such node(s) in this part)", "label", UNLABELLED)
+
+
+def _first_outside(values, low, high):
+    """The smallest value of ``values`` below ``low``, else the largest at or above ``high``, else None."""
+    lowest, highest = values.min(), values.max()
+    if lowest < low:
+        return int(lowest)
+    return int(highest) if highest >= high else None
+
+
+def _shown(name) -> str:
+    """An HDF5 name as one short line of a message."""
+    name = " ".join(str(name).split())
+    return name if len(name) <= 80 else name[:77] + "..."
 
 
 def open_part(directory, meta: dict, part_id: int) -> PartFile:
