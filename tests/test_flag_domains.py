@@ -180,13 +180,17 @@ def test_the_issue_examples_are_refused(tmp_path, capsys):
              ("--heads", "0"): "(value 0)", ("--seed", "-1"): "(value -1)", ("--hidden", "1e9"): "(value 1e9)",
              ("--layers", "0"): "(value 0)", ("--embed-lr", "-0.01"): "(value -0.01)",
              ("--watchdog-s", "nan"): "must be 0 (never) or a number in (0, 10000000] (value nan)",
-             ("--eval-batch-size", "0"): "(value 0)", ("--eval-batch-size", "-5"): "(value -5)"}
+             ("--eval-batch-size", "0"): "(value 0)", ("--eval-batch-size", "-5"): "(value -5)",
+             ("--fanouts", "10,4294967296"): "each from 1 to", ("--fanouts", ",".join(["5"] * 65)): "1 to 64"}
     for (flag, value), needle in cases.items():
         with pytest.raises(SystemExit) as stop:
             _train_main(["--data", str(tmp_path), f"{flag}={value}"])
         err = capsys.readouterr().err
         assert stop.value.code == 2 and err.count("\n") == 1
         assert err.startswith(f"hpcgnn train: error: field '{flag}': ") and needle in err, err
+    with pytest.raises(SystemExit):
+        _train_main(["--data", str(tmp_path), "--sampler", "layer", "--layer-sizes", "512,99999999999"])
+    assert "field '--layer-sizes': must be 1 to 64 sizes" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         _evaluate_main(["--data", str(tmp_path), "--checkpoint", "c.pt", "--batch-size", "-1"])
     assert "field '--batch-size'" in capsys.readouterr().err

@@ -201,8 +201,8 @@ def parse_sizes(text) -> list:
         sizes = [int(x) for x in str(text).split(",")]
     except ValueError:
         raise InputError(None, "must be comma-separated integers", "--layer-sizes", text) from None
-    if min(sizes) < 1:
-        raise InputError(None, "every size must be at least 1", "--layer-sizes", text)
+    if min(sizes) < 1 or max(sizes) > MAX_COUNT or len(sizes) > MAX_LAYERS:
+        raise InputError(None, f"must be 1 to {MAX_LAYERS} sizes, each from 1 to {MAX_COUNT}", "--layer-sizes", text)
     return sizes
 
 
@@ -345,8 +345,9 @@ def parse_args(argv=None):
         args.fanouts = [-1 if x.strip() == "all" else int(x) for x in str(args.fanouts).split(",")]
     except ValueError:
         raise InputError(None, "must be comma-separated integers", "--fanouts", args.fanouts) from None
-    if any(f == 0 or f < -1 for f in args.fanouts):
-        raise InputError(None, "fanouts must be positive or -1", "--fanouts", args.fanouts)
+    if any(f == 0 or f < -1 or f > MAX_COUNT for f in args.fanouts) or len(args.fanouts) > MAX_LAYERS:
+        raise InputError(None, f"must be 1 to {MAX_LAYERS} fanouts, each from 1 to {MAX_COUNT} or -1 (all)",
+                         "--fanouts", ",".join(map(str, args.fanouts)))
     args.layers = args.layers or len(args.fanouts)
     if args.layers != len(args.fanouts):
         raise InputError(None, f"needs one fanout per layer ({args.layers} layers)", "--fanouts", args.fanouts)
