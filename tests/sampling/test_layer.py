@@ -182,7 +182,7 @@ def test_layer_sampled_training_learns(nranks, comm, shared_tmp):
     (["--layer-sizes", "64,64"], "'--layer-sizes': applies to --sampler layer only"),
     (["--sampler", "cluster", "--layer-weights", "unbiased"], "'--layer-weights': applies to --sampler layer only"),
     (["--sampler", "layer", "--layer-sizes", "64,x"], "'--layer-sizes': must be comma-separated integers"),
-    (["--sampler", "layer", "--layer-sizes", "64,0"], "'--layer-sizes': every size must be at least 1"),
+    (["--sampler", "layer", "--layer-sizes", "64,0"], "'--layer-sizes': must be 1 to 64 sizes"),
     (["--sampler", "layer", "--layers", "3"], "'--layer-sizes': needs one size per layer"),
     (["--sampler", "layer", "--model", "gat"], "'--model': does not apply to --sampler layer"),
 ])
