@@ -9,10 +9,17 @@ While the run lasts, a daemon thread touches the file every :data:`REFRESH_S` se
 the holder's lease. Another run is refused with one line naming the lock file and its holder,
 unless it passes ``force``; it takes over a lock that is stale:
 
-- the holder ran on this host and its pid is gone (a run killed with SIGKILL or SIGTERM);
-- the holder is the current SLURM job (a requeued job starting again);
+- the holder ran on this host and its pid is gone, or now names a process that started after
+  the lock was taken (a run killed with SIGKILL or SIGTERM, its pid since reused);
+- the holder is the current SLURM job (a requeued job starting again) and is dead: on this
+  host by its pid as above; on another host by its lease, which a live holder refreshes every
+  :data:`REFRESH_S` seconds (the run waits :func:`heartbeat_wait_s` to see whether it is);
 - the lock was not refreshed for :data:`LEASE_S` seconds (a holder that crashed on another
   host, whose pid cannot be checked from here).
+
+A live holder on this host is never taken over without ``force``, whatever its SLURM job: a
+second job step, or a second run started in the same allocation, carries the same
+``SLURM_JOB_ID`` as the live run.
 
 A process ended by a signal releases its locks (:func:`hpcgnn.runtime.files.on_termination`).
 """
@@ -91,19 +98,82 @@ def pid_alive(pid) -> bool:
     return True
 
 
-def stale_reason(holder: dict, mtime: float, now=None) -> str | None:
-    """Local. Why a lock held by ``holder`` and last refreshed at ``mtime`` is stale; None if it is live."""
-    now = time.time() if now is None else now
+def heartbeat_wait_s() -> float:
+    """Local. How long a run watches a lock of its own SLURM job held on another host for a
+    refresh: two and a half refresh periods (a live holder refreshes at least twice)."""
+    return 2.5 * REFRESH_S
+
+
+def process_started(pid) -> float | None:
+    """Local. When process ``pid`` of this host started, in seconds since the epoch (Linux's
+    ``/proc``); None where that cannot be told.
+
+    The time is at most a second early (the boot time ``/proc/stat`` gives is whole seconds),
+    never late: a process found to start after some moment surely did.
+    """
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as fh:
+            stat = fh.read()
+        with open("/proc/stat", "rb") as fh:
+            boot = next(int(line.split()[1]) for line in fh if line.startswith(b"btime "))
+        ticks = int(stat[stat.rindex(b")") + 2:].split()[19])  # field 22, starttime, in clock ticks
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+
+
+def holder_here(holder: dict) -> str | None:
+    """Local. Whether the holder of a lock, if it ran on this host, still runs there.
+
+    ``"live"``, or why it is dead (its pid is gone, or names a process started after the lock
+    was taken: the pid was reused); None when it ran on another host (or its record does not
+    say which process holds it), where its pid cannot be checked.
+    """
     pid = holder.get("pid")
-    if (holder.get("host") == socket.gethostname() and isinstance(pid, int) and not isinstance(pid, bool)
-            and pid > 0 and not pid_alive(pid)):
+    if holder.get("host") != socket.gethostname() or not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return None
+    if not pid_alive(pid):
         return f"its pid {pid} is gone from this host"
-    job = os.environ.get("SLURM_JOB_ID")
-    if job and holder.get("slurm_job_id") == job:
-        return f"it belongs to this SLURM job {job} (requeued)"
+    took = holder.get("started")
+    started = process_started(pid)
+    if started is not None and isinstance(took, (int, float)) and not isinstance(took, bool) and started > took:
+        return f"its pid {pid} now names a process started after the lock was taken"
+    return "live"
+
+
+def stale_reason(holder: dict, mtime: float, now=None) -> str | None:
+    """Local. Why a lock held by ``holder`` and last refreshed at ``mtime`` is stale; None if it is
+    live, or if only watching its lease can tell (:func:`requeued_elsewhere`)."""
+    now = time.time() if now is None else now
     if now - mtime > LEASE_S:
         return f"not refreshed for {now - mtime:.0f} s (lease {LEASE_S:.0f} s)"
-    return None
+    here = holder_here(holder)
+    return None if here in (None, "live") else here
+
+
+def requeued_elsewhere(holder: dict) -> bool:
+    """Local. Whether ``holder`` is this SLURM job, on another host: a requeued job's earlier
+    start (dead), or a live step of the same job; its lease tells which."""
+    job = os.environ.get("SLURM_JOB_ID")
+    return bool(job) and holder.get("slurm_job_id") == job and holder_here(holder) is None
+
+
+def watch_lease(path, holder, mtime) -> str:
+    """Local. Watch the lock ``path`` (held by ``holder``, refreshed at ``mtime``) for
+    :func:`heartbeat_wait_s`: ``"refreshed"`` (its holder lives), ``"changed"`` (it was removed
+    or replaced meanwhile) or ``"silent"`` (its holder is dead)."""
+    wait = heartbeat_wait_s()
+    print(f"hpcgnn: the lock {path} is held by this SLURM job's {describe(holder)}: waiting up to {wait:.0f} s "
+          "to see whether that run still refreshes it", file=sys.stderr, flush=True)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        time.sleep(min(1.0, REFRESH_S / 4))
+        found = read_lock(path)
+        if found is None or found[0] != holder:
+            return "changed"
+        if found[1] != mtime:
+            return "refreshed"
+    return "silent"
 
 
 class FileLock:
@@ -153,6 +223,13 @@ class FileLock:
                 continue
             holder, mtime = found
             reason = stale_reason(holder, mtime) or ("--force" if force else None)
+            if reason is None and requeued_elsewhere(holder):
+                seen = watch_lease(self.path, holder, mtime)
+                if seen == "changed":
+                    continue
+                if seen == "silent":
+                    reason = (f"it belongs to this SLURM job {holder['slurm_job_id']} and was not refreshed for "
+                              f"{heartbeat_wait_s():.0f} s (requeued)")
             if reason is None:
                 raise InputError(self.path, f"{self.in_use}, {describe(holder)}; {self.remedy}")
             if self._remove_if_unchanged(holder):

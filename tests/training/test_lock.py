@@ -127,16 +127,89 @@ def test_stale_locks_are_taken_over_and_live_ones_are_not(tmp_path, monkeypatch,
     DirectoryLock(directory).release()
 
 
-def test_a_requeued_slurm_job_takes_over_its_own_lock(tmp_path, monkeypatch):
+def test_a_requeued_slurm_job_takes_over_its_own_lock(tmp_path, monkeypatch, capsys):
+    from hpcgnn.runtime import lock as generic_lock
+
+    monkeypatch.setattr(generic_lock, "REFRESH_S", 0.1)  # the requeued run watches the lease for 0.25 s
     directory = str(tmp_path / "ck")
-    write_lock(directory, slurm_job_id="777")
+    write_lock(directory, slurm_job_id="777")  # the job's earlier start, on another host, no longer refreshing
     monkeypatch.setenv("SLURM_JOB_ID", "778")
     with pytest.raises(InputError, match="SLURM job 777"):
         DirectoryLock(directory)
     monkeypatch.setenv("SLURM_JOB_ID", "777")
     taken = DirectoryLock(directory)
     assert taken.held()
+    assert "SLURM job 777 and was not refreshed" in capsys.readouterr().err
     taken.release()
+    write_lock(directory, slurm_job_id="777", host=socket.gethostname(), pid=dead_pid())  # requeued on this host
+    DirectoryLock(directory).release()
+    assert "is gone from this host" in capsys.readouterr().err
+
+
+HOLDER = """
+import sys, time
+from hpcgnn.training.lock import DirectoryLock
+lock = DirectoryLock(sys.argv[1])
+print("held", flush=True)
+sys.stdin.read()  # until the test closes stdin, or kills this process
+lock.release()
+"""
+
+
+def test_a_live_holder_of_the_same_slurm_job_is_not_taken_over(tmp_path, monkeypatch, capsys):
+    """Two runs in one allocation carry the same SLURM_JOB_ID: the second must not take the
+    first's lock while the first runs, on this host (its pid) or on another (its lease)."""
+    from hpcgnn.runtime import lock as generic_lock
+
+    directory = str(tmp_path / "ck")
+    monkeypatch.setenv("SLURM_JOB_ID", "777")
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, directory], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=dict(os.environ, SLURM_JOB_ID="777"))
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(InputError) as exc:
+            DirectoryLock(directory)
+        assert f"pid {holder.pid}" in str(exc.value) and "SLURM job 777" in str(exc.value), str(exc.value)
+    finally:
+        holder.kill()
+        holder.wait()
+    DirectoryLock(directory).release()  # killed: now it is stale
+    assert f"its pid {holder.pid} is gone from this host" in capsys.readouterr().err
+
+    monkeypatch.setattr(generic_lock, "REFRESH_S", 0.1)
+    path = write_lock(directory, slurm_job_id="777")  # a live step of the job on another host
+    stop = threading.Event()
+
+    def refresh():  # as its holder's lease thread does
+        while not stop.wait(0.05):
+            os.utime(path)
+
+    refresher = threading.Thread(target=refresh)
+    refresher.start()
+    try:
+        with pytest.raises(InputError, match="host elsewhere.example pid 4242"):
+            DirectoryLock(directory)
+    finally:
+        stop.set()
+        refresher.join()
+    assert os.path.exists(path)
+
+
+def test_a_reused_pid_does_not_keep_a_lock(tmp_path, capsys):
+    """The holder died and its pid now names another process (pids are reused; in a fresh
+    container they start over): the process started after the lock was taken, so it is not the holder."""
+    directory = str(tmp_path / "ck")
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        write_lock(directory, host=socket.gethostname(), pid=other.pid, started=time.time() - 30)
+        DirectoryLock(directory).release()
+        assert f"its pid {other.pid} now names a process started after the lock was taken" in capsys.readouterr().err
+        write_lock(directory, host=socket.gethostname(), pid=other.pid, started=time.time())  # its own lock
+        with pytest.raises(InputError, match=f"pid {other.pid}"):
+            DirectoryLock(directory)
+    finally:
+        other.kill()
+        other.wait()
 
 
 def test_the_holder_refreshes_its_lease(tmp_path, monkeypatch):
@@ -198,7 +271,7 @@ def test_a_training_run_is_refused_on_a_locked_directory_unless_forced(tmp_path)
         run(parse_args(argv), world())
     assert sorted(os.listdir(ck)) == [LOCK_NAME]  # refused before writing anything
     run(parse_args([*argv, "--force"]), world())
-    assert sorted(os.listdir(ck)) == ["epoch-0001.pt", "latest"]  # and the lock it took is released
+    assert sorted(os.listdir(ck)) == ["best", "epoch-0001.pt", "latest"]  # and the lock it took is released
     assert not os.path.exists(path)
 
 
