@@ -1,6 +1,8 @@
 """``mpirun -np P python -m hpcgnn.evaluate --data DIR --checkpoint C`` (and ``hpcgnn evaluate``):
 full-neighbourhood accuracy, loss and metric (``--metric``) of a checkpoint, optionally saving each
-rank's output rows."""
+rank's output rows. A checkpoint directory is scored by its ``best`` checkpoint, the model the
+training run selected and reported (``--latest``: its newest); the first line says which file
+and epoch."""
 
 from hpcgnn.runtime.abort import entry_point, run_program
 from hpcgnn.runtime.allocator import keep_heap_memory

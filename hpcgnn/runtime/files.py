@@ -7,7 +7,9 @@ writing (:func:`remove_temporaries`) instead of leaving ``.name.tmp-*`` behind.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -75,31 +77,95 @@ def atomic_path(path, suffix=""):
     """Local. Yield a temporary path next to ``path``; rename it onto ``path`` on success.
 
     On an exception the temporary file is removed and ``path`` is left untouched. An OS error
-    while writing (read-only directory, full disk, quota) becomes an
-    :class:`~hpcgnn.runtime.errors.InputError` naming ``path``.
+    while writing (read-only directory, full disk, quota, file-size limit) becomes an
+    :class:`~hpcgnn.runtime.errors.InputError` naming ``path`` (:func:`write_error`).
     """
     path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
     tmp = None
     try:
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp" + suffix,
-                                   dir=directory)
-        _register(tmp)
-        os.close(fd)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a dataset should be shareable
+        tmp = _new_temp_file(path, suffix)
         yield tmp
         os.replace(tmp, path)
         forget(tmp)
     except BaseException as exc:
-        if tmp is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
-            forget(tmp)
-        cause = os_error_in(exc)
-        if cause is not None:
-            raise InputError(path, f"cannot write ({os_reason(cause)})") from None
+        _discard(tmp)
+        error = write_error(path, exc)
+        if error is not None:
+            raise error from None
         raise
+
+
+@contextlib.contextmanager
+def collective_atomic_path(path, comm, suffix="", committing=None):
+    """Collective over comm. :func:`atomic_path` for a set of files that every rank writes at
+    once, each rank its own ``path``: no file of the set is renamed into place unless every
+    rank's write succeeded.
+
+    When any rank's write fails, every rank removes its temporary file and raises: the failed
+    rank its own one-line error naming its file, the others one naming that rank. Once every
+    write has succeeded, ``committing()`` (if given) runs on every rank, then every rank waits
+    for the others and renames its file into place (a hook that removes what the new set
+    replaces runs before any file of the set appears).
+    """
+    path = os.fspath(path)
+    tmp = error = None
+    try:
+        tmp = _new_temp_file(path, suffix)
+        yield tmp
+    except Exception as exc:  # noqa: BLE001 - every rank must learn of any failure, bugs included
+        error = write_error(path, exc) or exc
+    except BaseException:  # interrupted: no collective, the signal handling ends the job
+        _discard(tmp)
+        raise
+    from hpcgnn.runtime.collectives import fail_together  # deferred: MPI's helpers, only when collective
+
+    try:
+        fail_together(comm, error, path)
+    except BaseException:  # this rank's write, or another's, failed: no file of the set stays
+        _discard(tmp)
+        raise
+    if committing is not None:
+        committing()
+    comm.Barrier()
+    try:
+        os.replace(tmp, path)
+    except OSError as exc:
+        _discard(tmp)
+        raise write_error(path, exc) from None
+    forget(tmp)
+
+
+def _new_temp_file(path, suffix) -> str:
+    """A fresh temporary file beside ``path``, tracked until renamed or removed."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp" + suffix, dir=directory)
+    _register(tmp)
+    os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a dataset should be shareable
+    return tmp
+
+
+def _discard(tmp):
+    if tmp is not None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        forget(tmp)
+
+
+def write_error(path, exc: BaseException) -> InputError | None:
+    """Local. The one-line error for a failed write of ``path``: ``<path>: cannot write (No space
+    left on device)``; None when ``exc`` has no OS error behind it (:func:`os_error_in`)."""
+    cause = os_error_in(exc)
+    if cause is None and isinstance(exc, OSError):
+        cause = exc
+    if cause is None:
+        return None
+    return InputError(path, f"cannot write ({os_reason(cause)})")
+
+
+#: how the HDF5 library quotes the system's error of a failed write in its own message
+HDF5_ERRNO = re.compile(r"errno = (\d+)")
 
 
 def open_regular(path, flag=None):
@@ -129,13 +195,23 @@ def os_error_in(exc: BaseException) -> OSError | None:
 
     h5py reports a failed write as an ``OSError`` and then, while closing the file, raises a
     ``RuntimeError`` in the middle of handling it: the OS error is in the exception's context.
+    A small file fails only when it is closed (HDF5 writes it then), as a ``RuntimeError``
+    alone whose text quotes the system's ``errno = N``. Torch's writer reports the file's
+    ``OSError`` as the context of a ``RuntimeError`` ("unexpected pos") when it writes to a
+    Python file object (never give it a path: its own writer hides the system's error).
     """
     seen = 0
+    first = exc
     while exc is not None and seen < 8:
         if isinstance(exc, OSError) and exc.errno is not None:
             return exc
         exc = exc.__cause__ or exc.__context__
         seen += 1
+    if isinstance(first, RuntimeError):
+        quoted = HDF5_ERRNO.search(str(first))
+        if quoted and int(quoted.group(1)) in errno.errorcode:
+            number = int(quoted.group(1))
+            return OSError(number, os.strerror(number))
     return None
 
 

@@ -3,27 +3,42 @@
 Layout of a checkpoint directory::
 
     epoch-NNNN.pt                    model, optimizer, config, epoch, history, every rank's RNG
-                                     states (written by rank 0)
+                                     states, the dataset's identity (written by rank 0)
     epoch-NNNN.rank-RRRRR.emb.npz    rank R's shard of the learnable node embedding (if any)
     epoch-NNNN.rank-RRRRR.opt.npz    its sparse optimizer state
-    latest                           the name of the newest complete ``.pt`` file
+    latest                           the name of the newest complete ``.pt`` file: what
+                                     ``--resume`` continues from
+    best                             the name of the selected epoch's ``.pt`` file (the best
+                                     validation value of ``--select``): what ``hpcgnn evaluate``
+                                     scores by default, and the model the run's final line reports
 
 The config stored in the ``.pt`` file is what :func:`hpcgnn.nn.build_model` needs, so
 evaluation rebuilds the model from a checkpoint without the trainer.
 
+A checkpoint directory holds one dataset's checkpoints: a run on another dataset is refused
+(:func:`prepare_directory`), so that it never moves ``latest`` and ``best`` away from the
+first dataset's. Node-indexed state (the embedding and optimizer shards, VR-GCN's histories) is
+row ``i`` for node ``i`` of the dataset's numbering: a checkpoint records a fingerprint of that
+numbering (:func:`dataset_identity`), and state trained on another numbering — another
+partitioning of a graph of the same size — is refused (:func:`check_node_state`) instead of
+landing on other nodes.
+
 A checkpoint is data, never code: the ``.pt`` file holds only tensors and plain Python values
 (numbers, strings, lists, tuples, dicts) and is read with ``torch.load(weights_only=True)``,
 whose unpickler refuses to build any other object, so a crafted file cannot run code in
-``hpcgnn evaluate`` or ``hpcgnn train --resume``. ``latest`` may only name an
-``epoch-NNNN.pt`` file of its own directory, and a checkpoint whose model or dataset differs
+``hpcgnn evaluate`` or ``hpcgnn train --resume``. ``latest`` and ``best`` may only name an
+``epoch-NNNN.pt`` file of their own directory, and a checkpoint whose model or dataset differs
 from the run's is refused before any work, naming each differing config key.
 """
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import random
 import re
+import sys
 
 import numpy as np
 import torch
@@ -31,7 +46,7 @@ import torch
 from hpcgnn.nn.dropout import dropout_state, set_dropout_state
 from hpcgnn.runtime.collectives import fail_together
 from hpcgnn.runtime.errors import InputError
-from hpcgnn.runtime.files import atomic_path
+from hpcgnn.runtime.files import atomic_path, write_error
 
 
 def checkpoint_name(epoch) -> str:
@@ -44,8 +59,12 @@ def rank_shard_path(directory, epoch, rank) -> str:
     return os.path.join(directory, f"epoch-{epoch:04d}.rank-{rank:05d}")
 
 
-#: what ``latest`` may name: a checkpoint file of its own directory
+#: what ``latest`` and ``best`` may name: a checkpoint file of its own directory
 LATEST_NAME = re.compile(r"epoch-[0-9]{4,}\.pt")
+LATEST = "latest"
+BEST = "best"
+#: the files of one checkpoint (group 1: its epoch); nothing else in a directory is ever removed
+CHECKPOINT_FILE = re.compile(r"epoch-([0-9]{4,})(?:\.pt|\.rank-[0-9]{5,}\.(?:emb|opt|vr)\.npz)")
 #: config keys that decide the shapes of every model's parameters
 SHAPE_KEYS = ("model", "hidden", "layers", "norm", "embed_dim")
 #: further keys that decide them, by model
@@ -76,41 +95,189 @@ def _plain_number(value):
     raise TypeError(f"{type(value).__name__} is not plain data")
 
 
-def save_checkpoint(directory, state):
-    """Local. Write ``state`` atomically to ``directory/epoch-NNNN.pt`` and point ``latest`` at it."""
+def save_checkpoint(directory, state, best=False):
+    """Local. Write ``state`` atomically to ``directory/epoch-NNNN.pt`` and point ``latest`` at it
+    (and ``best`` too, when it is the selected epoch's model).
+
+    Torch writes through a Python file object: a full disk or a file-size limit then reaches
+    :func:`~hpcgnn.runtime.files.atomic_path` as the system's error, which names the file in
+    one line (given a path, torch's own writer reports only "unexpected pos").
+    """
     os.makedirs(directory, exist_ok=True)
     name = checkpoint_name(state["epoch"])
     with atomic_path(os.path.join(directory, name), suffix=".pt") as tmp:
-        torch.save(state, tmp)
-    with atomic_path(os.path.join(directory, "latest")) as tmp:
-        with open(tmp, "w") as fh:
-            fh.write(name + "\n")
+        with open(tmp, "wb") as fh:
+            torch.save(state, fh)
+    for pointer in (LATEST, BEST) if best else (LATEST,):
+        with atomic_path(os.path.join(directory, pointer)) as tmp:
+            with open(tmp, "w") as fh:
+                fh.write(name + "\n")
 
 
-def latest_checkpoint(directory) -> str:
-    """Local. The path of the checkpoint file ``directory/latest`` names.
+def latest_checkpoint(directory, pointer=LATEST) -> str:
+    """Local. The path of the checkpoint file ``directory/latest`` (or ``pointer``: ``best``) names.
 
     Raises
     ------
     InputError
-        ``latest`` is missing, or names anything but an ``epoch-NNNN.pt`` file inside
+        The pointer is missing, or names anything but an ``epoch-NNNN.pt`` file inside
         ``directory`` (a path, ``..``, or a link that leaves the directory).
     """
-    latest = os.path.join(directory, "latest")
+    latest = os.path.join(directory, pointer)
     if not os.path.exists(latest):
-        raise InputError(directory, "no checkpoint to resume from (missing 'latest')", "--checkpoint-dir")
+        raise InputError(directory, f"no checkpoint to resume from (missing {pointer!r})", "--checkpoint-dir")
     try:
         with open(latest, "rb") as fh:
             name = fh.read(4096).decode("utf-8", errors="replace").strip()
     except OSError as exc:
         raise InputError(latest, f"unreadable ({exc.strerror})") from None
     if not LATEST_NAME.fullmatch(name):
-        raise InputError(latest, "must name a checkpoint file epoch-NNNN.pt of its own directory", "latest", name)
+        raise InputError(latest, "must name a checkpoint file epoch-NNNN.pt of its own directory", pointer, name)
     path = os.path.join(directory, name)
     target = os.path.realpath(path)
     if os.path.dirname(target) != os.path.realpath(directory):
-        raise InputError(latest, f"names a link that leaves the checkpoint directory (to {target!r})", "latest", name)
+        raise InputError(latest, f"names a link that leaves the checkpoint directory (to {target!r})", pointer, name)
     return path
+
+
+def chosen_checkpoint(path, latest=False) -> tuple[str, str]:
+    """Local. The checkpoint file that ``hpcgnn evaluate --checkpoint path`` scores, and why.
+
+    A directory's ``best`` (the model the training run selected and reported), or its
+    ``latest`` with ``latest`` true or when it has no ``best`` (the run never evaluated, or
+    predates ``best``); a file is itself. Returns ``(file, which)``, ``which`` in words.
+    """
+    if not os.path.isdir(path):
+        if latest:
+            raise InputError(path, "picks the newest checkpoint of a checkpoint directory; this is a file",
+                             "--latest", True)
+        return path, "the file given"
+    if latest:
+        return latest_checkpoint(path), "latest: the newest checkpoint (--latest)"
+    if os.path.lexists(os.path.join(path, BEST)):
+        return latest_checkpoint(path, BEST), "best: the epoch the run selected"
+    return latest_checkpoint(path), "latest: the directory has no best (the run never evaluated)"
+
+
+def dataset_identity(graph, comm) -> dict:
+    """Collective over comm. What ties a checkpoint to the dataset it was trained on.
+
+    ``nodes`` fingerprints the numbering of the nodes (SHA-256 of the part boundaries and of
+    every node's original id in new-id order; each rank hashes its own rows): node-indexed
+    state is row ``i`` for node ``i`` of this numbering, and another partitioning of the same
+    graph numbers the nodes otherwise. ``dataset`` fingerprints the whole dataset: ``nodes``,
+    the edge counts and the part files' checksums that ``meta.json`` records. ``path``,
+    ``name`` and ``num_nodes`` are for messages.
+    """
+    rows = hashlib.sha256(np.ascontiguousarray(graph.orig_id, dtype="<i8").tobytes()).hexdigest()
+    nodes = hashlib.sha256(json.dumps(["hpcgnn-nodes-1", graph.meta["node_starts"],
+                                       comm.allgather(rows)]).encode()).hexdigest()
+    parts = [part.get("sha256") for part in graph.meta.get("parts", [])]
+    whole = hashlib.sha256(json.dumps(["hpcgnn-dataset-1", nodes, graph.num_edges, graph.meta.get("edge_starts"),
+                                       parts]).encode()).hexdigest()
+    return {"nodes": nodes, "dataset": whole, "path": os.path.abspath(graph.path), "name": str(graph.name),
+            "num_nodes": int(graph.num_nodes)}
+
+
+def node_state(config) -> str | None:
+    """Local. The node-indexed state a checkpoint made with ``config`` holds, in words; None if none."""
+    held = (["the learnable node embedding"] if config.get("embed_dim") else []) + \
+        (["VR-GCN's histories"] if config.get("sampler") == "vr" else [])
+    return " and ".join(held) or None
+
+
+def check_node_state(path, state, identity, prog="hpcgnn", warn=True) -> None:
+    """Local. Refuse checkpoint ``path`` (loaded as ``state``) if it holds node-indexed state
+    made for another numbering of the nodes than ``identity``'s (:func:`dataset_identity`).
+
+    A checkpoint older than the fingerprint cannot be checked: it is accepted (its shards'
+    row ranges are still checked against the dataset's parts) with a warning on stderr
+    (printed when ``warn``: by one rank of a job).
+
+    Raises
+    ------
+    InputError
+        Naming the checkpoint, the field ``dataset.nodes`` and both fingerprints.
+    """
+    held = node_state(state["config"])
+    if held is None:
+        return
+    saved = state.get("dataset")
+    if not isinstance(saved, dict) or not isinstance(saved.get("nodes"), str):
+        if warn:
+            print(f"{prog}: warning: {path}: written before checkpoints recorded their dataset: the rows of "
+                  f"{held} cannot be checked against this dataset's node numbering", file=sys.stderr, flush=True)
+        return
+    if saved["nodes"] != identity["nodes"]:
+        raise InputError(path, f"{held} was trained on another numbering of the nodes (another partitioning "
+                         f"of the graph, or another graph; it was trained on {saved.get('path')}): its rows "
+                         "would land on other nodes; give --data the dataset it was trained on", "dataset.nodes",
+                         f"{saved['nodes'][:12]} in the checkpoint, {identity['nodes'][:12]} here")
+
+
+def prepare_directory(session, directory, resume) -> None:
+    """Collective over session.comm. Make ``directory`` ready for this run's checkpoints.
+
+    A directory holds one dataset's checkpoints: one whose ``latest`` belongs to another
+    dataset is refused (a second dataset would move ``latest`` and ``best`` to its own
+    checkpoints, and the first one's ``--resume`` and ``evaluate`` would then fail). A run that
+    starts over (no ``resume``) removes ``best``, which names an earlier run's model.
+
+    Raises
+    ------
+    InputError
+        On every rank: naming the directory, the dataset it holds and ``--checkpoint-dir``.
+    """
+    error = None
+    if session.comm.rank == 0:
+        try:
+            held = dataset_held(directory)
+            if held is not None and not same_dataset(held, session):
+                raise InputError(directory, f"holds the checkpoints of another dataset ({describe_dataset(held)}), "
+                                 f"not of --data {session.config.get('data')}; give this run its own "
+                                 "--checkpoint-dir")
+            if not resume and os.path.lexists(os.path.join(directory, BEST)):
+                os.unlink(os.path.join(directory, BEST))
+        except InputError as exc:
+            error = exc
+        except OSError as exc:
+            error = InputError(os.path.join(directory, BEST), f"cannot remove ({exc.strerror})")
+    fail_together(session.comm, error, directory)
+
+
+def dataset_held(directory) -> dict | None:
+    """Local. The ``dataset`` record and config of the checkpoint ``directory/latest`` names
+    (``{"dataset": ..., "config": ...}``); None when it names none yet."""
+    if not os.path.isfile(os.path.join(directory, LATEST)):
+        return None  # nothing there yet (a pointer that is no regular file is refused where it is read)
+    path = latest_checkpoint(directory)
+    if not os.path.isfile(path):
+        return None  # a dangling pointer: --resume refuses it, a new run replaces it
+    state = load_checkpoint(path)
+    return {"dataset": state.get("dataset"), "config": state["config"]}
+
+
+def same_dataset(held, session) -> bool:
+    """Local. Whether the checkpoints ``held`` (:func:`dataset_held`) are of ``session``'s dataset.
+
+    Checkpoints older than the dataset fingerprint are compared by what the dataset decides
+    of a model (node count, feature width, class count).
+    """
+    saved = held["dataset"]
+    if isinstance(saved, dict) and isinstance(saved.get("dataset"), str):
+        return saved["dataset"] == session.dataset["dataset"]
+    return all(held["config"].get(key) == session.config.get(key) for key in DATASET_KEYS if key in held["config"])
+
+
+def describe_dataset(held) -> str:
+    """Local. The dataset of checkpoints ``held`` in a few words: name, path, nodes."""
+    saved = held["dataset"] if isinstance(held["dataset"], dict) else {}
+    config = held["config"]
+    name = saved.get("name") or "a dataset"
+    where = saved.get("path") or config.get("data")
+    nodes = saved.get("num_nodes", config.get("num_nodes"))
+    return " ".join(f"{name}{f' at {where}' if where else ''}{f', {nodes} nodes' if nodes is not None else ''}"
+                    .split())[:300]
 
 
 def load_checkpoint(path, current=None, keys=()) -> dict:
@@ -141,6 +308,8 @@ def load_checkpoint(path, current=None, keys=()) -> dict:
     for key, kind in STATE_TYPES.items():
         if not isinstance(state, dict) or not isinstance(state.get(key), kind) or isinstance(state.get(key), bool):
             raise InputError(path, "malformed checkpoint (missing or mistyped entry)", "entry", key)
+    if "dataset" in state and not isinstance(state["dataset"], (dict, type(None))):
+        raise InputError(path, "malformed checkpoint (missing or mistyped entry)", "entry", "dataset")
     if state["epoch"] < 0:
         raise InputError(path, "malformed checkpoint", "epoch", state["epoch"])
     refuse_non_finite(path, state)
@@ -220,30 +389,78 @@ def set_rng_state(state: dict):
     set_dropout_state(state["dropout"])
 
 
-def save_session(session, directory, epoch, history):
+def save_session(session, directory, epoch, history, best=False, keep=None):
     """Collective over session.comm. Checkpoint ``session`` after ``epoch`` epochs.
 
     The embedding shards are written first, so ``latest`` never names a checkpoint whose
-    shards are missing.
+    shards are missing. With ``best`` (the epoch the run selects) ``best`` names it too, and
+    the checkpoint ``best`` named before is removed unless ``keep(its epoch)`` (a checkpoint
+    the run was asked for, ``--checkpoint-every``) or ``keep`` is None.
     """
     comm = session.comm
     shard = rank_shard_path(directory, epoch, comm.rank)
+    shards = []  # (what, file suffix) of this rank's node-indexed state
     if session.embedding is not None:
-        os.makedirs(directory, exist_ok=True)
-        session.embedding.save(shard + ".emb.npz")
-        session.embed_optimizer.save(shard + ".opt.npz")
+        shards += [(session.embedding, ".emb.npz"), (session.embed_optimizer, ".opt.npz")]
     if session.control is not None:
-        os.makedirs(directory, exist_ok=True)
-        session.control.save(shard + ".vr.npz")
-    if session.embedding is not None or session.control is not None:
-        comm.Barrier()
-    rngs = comm.gather(rng_state(), root=0)
-    residuals = comm.gather(session.sync.state(), root=0)  # error feedback of --grad-compress, per rank
-    if comm.rank == 0:
-        save_checkpoint(directory, {"model": session.model.state_dict(), "optimizer": session.optimizer.state_dict(),
-                                    "config": plain(session.config), "epoch": int(epoch), "rng": rngs,
-                                    "grad_residual": residuals, "history": plain(history)})
-    comm.Barrier()
+        shards.append((session.control, ".vr.npz"))
+    written, error = [], None
+    try:  # every rank its own shards
+        for holder, suffix in shards:
+            os.makedirs(directory, exist_ok=True)
+            holder.save(shard + suffix)
+            written.append(shard + suffix)
+    except InputError as exc:
+        error = exc
+    except OSError as exc:
+        error = write_error(directory, exc)
+    try:
+        if shards:
+            fail_together(comm, error, directory)  # a full disk on one rank fails every rank, at once
+        rngs = comm.gather(rng_state(), root=0)
+        residuals = comm.gather(session.sync.state(), root=0)  # error feedback of --grad-compress, per rank
+        error = None
+        if comm.rank == 0:
+            try:
+                replaced = best_epoch(directory) if best else None
+                save_checkpoint(directory, {"model": session.model.state_dict(),
+                                            "optimizer": session.optimizer.state_dict(),
+                                            "config": plain(session.config), "epoch": int(epoch), "rng": rngs,
+                                            "grad_residual": residuals, "history": plain(history),
+                                            "dataset": plain(session.dataset)}, best=best)
+                if replaced is not None and replaced != epoch and keep is not None and not keep(replaced):
+                    remove_checkpoint(directory, replaced)
+            except InputError as exc:
+                error = exc
+        fail_together(comm, error, directory)
+    except InputError:
+        for path in written:  # a checkpoint that failed anywhere leaves none of its files
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        raise
+
+
+def best_epoch(directory) -> int | None:
+    """Local. The epoch of the checkpoint ``directory/best`` names; None if none (or not readable)."""
+    try:
+        path = latest_checkpoint(directory, BEST)
+    except InputError:
+        return None
+    return int(CHECKPOINT_FILE.fullmatch(os.path.basename(path)).group(1))
+
+
+def remove_checkpoint(directory, epoch) -> None:
+    """Local. Remove the files of the checkpoint taken after ``epoch`` (its ``.pt`` and every rank's
+    shards), unless ``latest`` or ``best`` names it; never any other file."""
+    for pointer in (LATEST, BEST):
+        with contextlib.suppress(InputError):
+            if os.path.basename(latest_checkpoint(directory, pointer)) == checkpoint_name(epoch):
+                return
+    for name in os.listdir(directory):
+        match = CHECKPOINT_FILE.fullmatch(name)
+        if match and int(match.group(1)) == epoch:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(directory, name))
 
 
 def resume_session(session, directory):
@@ -263,6 +480,7 @@ def resume_session(session, directory):
     path = latest_checkpoint(directory)
     link_keys = ("task", "predictor") if config.get("task") == "link" else ()
     state = load_checkpoint(path, config, shape_keys(config["model"]) + DATASET_KEYS + ("ranks",) + link_keys)
+    check_node_state(path, state, session.dataset, "hpcgnn train", warn=comm.rank == 0)  # alike on every rank
     try:
         session.model.load_state_dict(state["model"])
         session.optimizer.load_state_dict(state["optimizer"])

@@ -17,14 +17,17 @@ from hpcgnn.store import DistEmbedding
 from hpcgnn.training.checkpoint import (
     DATASET_KEYS,
     check_fits,
-    latest_checkpoint,
+    check_node_state,
+    chosen_checkpoint,
+    dataset_identity,
     load_checkpoint,
     rank_shard_path,
 )
+from hpcgnn.training.early_stop import selection_key
 from hpcgnn.training.inference import inference_sampler, input_rows, layerwise_inference, split_accuracy
 from hpcgnn.training.link_task import TASK as LINK
 from hpcgnn.training.link_task import evaluate_links, link_dataset_sizes, require_edge_sets
-from hpcgnn.training.metrics import choose_metric, task_of
+from hpcgnn.training.metrics import choose_metric, metric_key, task_of
 from hpcgnn.training.outputs import InferenceOutputs
 from hpcgnn.training.session import EMBEDDING_NAME, dataset_sizes
 
@@ -47,6 +50,15 @@ def model_from_checkpoint(state, graph) -> torch.nn.Module:
     return model
 
 
+def scored_as(which, config) -> str:
+    """Local. Why this checkpoint is scored, in words; for ``best``, by which validation value
+    the run selected it."""
+    if not which.startswith("best"):
+        return which
+    key = selection_key(config.get("select"), metric_key(config.get("metric") or "acc"))
+    return f"{which}, by {key}"
+
+
 def link_checkpoint_metrics(model, graph, batch_size, inputs, outputs, sampler=None):
     """Collective over graph.comm. A link model's metrics on the validation and test edges, and this
     rank's rows of its last layer (the node embeddings) when ``outputs`` saves them."""
@@ -65,16 +77,23 @@ def evaluate_checkpoint(args, comm) -> dict:
     """Collective over comm. Accuracy, loss and the metric (``args.metric``, else the checkpoint's,
     else the task's default) of ``args.checkpoint`` on every split of ``args.data``.
 
-    A checkpoint made for another dataset (node count, feature width, class count, task) is
-    refused on every rank before any inference.
+    A checkpoint directory is scored by its ``best`` checkpoint (the model the training run
+    selected and reported), or by its ``latest`` with ``args.latest``
+    (:func:`~hpcgnn.training.checkpoint.chosen_checkpoint`); rank 0 prints which file and epoch.
+    A checkpoint made for another dataset (node count, feature width, class count, task), or
+    whose node embedding was trained on another numbering of the nodes, is refused on every
+    rank before any inference.
     """
     if not os.path.exists(args.checkpoint):
         raise InputError(args.checkpoint, "checkpoint not found", "--checkpoint")
-    path = latest_checkpoint(args.checkpoint) if os.path.isdir(args.checkpoint) else args.checkpoint
+    path, which = chosen_checkpoint(args.checkpoint, getattr(args, "latest", False))
     state = load_checkpoint(path)  # refused before the dataset is opened if it is not plain data
     log = StageLog("evaluate", enabled=comm.rank == 0)  # a line per stage: large graphs take minutes
+    if comm.rank == 0:
+        print(f"evaluate: scoring {path}, epoch {state['epoch']} ({scored_as(which, state['config'])})", flush=True)
     graph = DistGraph(args.data, comm)
     log(f"load {args.data}: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, {comm.size} ranks")
+    check_node_state(path, state, dataset_identity(graph, comm), "hpcgnn evaluate", warn=comm.rank == 0)
     saved = dict(state["config"])
     link = saved.get("task") == LINK
     if link:
@@ -96,7 +115,7 @@ def evaluate_checkpoint(args, comm) -> dict:
         set_precision(model, args.precision)
     embedding = None
     if state["config"].get("embed_dim"):  # the learnable node embedding: this rank's shard beside the checkpoint
-        directory = args.checkpoint if os.path.isdir(args.checkpoint) else os.path.dirname(args.checkpoint)
+        directory = os.path.dirname(path)
         embedding = DistEmbedding(graph.num_nodes, state["config"]["embed_dim"], name=EMBEDDING_NAME, comm=comm,
                                   book=graph.book)
         embedding.load(rank_shard_path(directory, state["epoch"], comm.rank) + ".emb.npz")
@@ -110,7 +129,7 @@ def evaluate_checkpoint(args, comm) -> dict:
                                      on_layer=outputs.on_layer, sampler=inference_sampler(state["config"]))
         accuracy = split_accuracy(logits, graph, metric=metric)
     log("metrics of every split")
-    if outputs.save(graph, np.asarray(logits)):
+    if outputs.save(graph, np.asarray(logits), {"checkpoint": os.path.abspath(path), "epoch": state["epoch"]}):
         log(f"save embeddings to {args.save_embeddings}")
     if embedding is not None:
         embedding.close()

@@ -18,7 +18,7 @@ from hpcgnn.nn.aggregate import precision_note
 from hpcgnn.runtime.collectives import allreduce_
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.watchdog import Watchdog, beat, waiting_in
-from hpcgnn.training.checkpoint import resume_session, save_session
+from hpcgnn.training.checkpoint import prepare_directory, resume_session, save_session
 from hpcgnn.training.early_stop import EarlyStopping, selected, selection_key
 from hpcgnn.training.inference import inference_sampler, input_rows, layerwise_inference, model_inputs, split_accuracy
 from hpcgnn.training.link_task import evaluate_links
@@ -182,6 +182,8 @@ def _train(args, comm):
     started = time.perf_counter()
     session = open_session(args, comm)
     first_epoch, history = resume_session(session, args.checkpoint_dir) if args.resume else (0, [])
+    if args.checkpoint_dir:  # one dataset per directory; a new run's best is yet to come
+        prepare_directory(session, args.checkpoint_dir, args.resume)
     session.loader.epoch = first_epoch
     report = Reporter(comm.rank, args.metrics, append=first_epoch > 0)
     report.header(header_record(session, first_epoch))
@@ -193,6 +195,7 @@ def _train(args, comm):
     schedule = EvalSchedule(args.eval_every, args.epochs, first_epoch)
     select = selection_key(args.select, metric_key(session.config["metric"]))
     stopper = EarlyStopping(select, args.early_stop, history)
+    best_only = set()  # epochs this run checkpointed only because they were the selected model
 
     for epoch in range(first_epoch, args.epochs):
         if stopper.stopped:
@@ -204,8 +207,13 @@ def _train(args, comm):
         history.append(record)
         report.epoch(record)
         stop = stopper.update(record)  # the same reduced values on every rank: the same decision
-        if args.checkpoint_dir and (every(args.checkpoint_every, epoch, args.epochs) or stop):
-            save_session(session, args.checkpoint_dir, epoch + 1, history)
+        selected_now = stopper.best_epoch == epoch + 1  # the model the final line will report, kept as best
+        asked = every(args.checkpoint_every, epoch, args.epochs) or stop
+        if args.checkpoint_dir and (asked or selected_now):
+            if not asked:
+                best_only.add(epoch + 1)  # written only as best: removed once a later epoch is better
+            save_session(session, args.checkpoint_dir, epoch + 1, history, best=selected_now,
+                         keep=lambda done: done not in best_only)
         if stop:
             report.say(stopper.reason())
 

@@ -15,17 +15,40 @@ Each rank writes its own nodes to ``DIR/embeddings-RANK.h5`` (atomically):
 
 Attributes: ``layer`` (1-based) and ``num_layers``, ``task``. Row ``i`` of every dataset
 belongs to node ``orig_id[i]``; concatenating the files of all ranks covers every node once.
+
+``DIR/embeddings.json`` names the files of the set and what made them (``files``, ``ranks``,
+``num_nodes``, ``layer``, ``checkpoint``, ``epoch``, ``data``); it is written last.
+
+The files are written as one set: every rank writes a temporary file, and only when every
+rank's write succeeded are they renamed into place (a full disk on one rank leaves nothing new,
+and the earlier set untouched). The set then replaces an earlier one whole: files
+``embeddings-RANK.h5`` of an earlier run with more ranks are removed, and nothing else in
+``DIR`` is touched.
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import re
 
 import h5py
 import numpy as np
 
+from hpcgnn.runtime.collectives import fail_together
 from hpcgnn.runtime.errors import InputError
-from hpcgnn.runtime.files import atomic_path
+from hpcgnn.runtime.files import atomic_path, collective_atomic_path
 from hpcgnn.runtime.stages import silent
+
+MANIFEST = "embeddings.json"
+MANIFEST_FORMAT = "hpcgnn-embeddings"
+#: the files of a set (group 1: the rank); nothing else in the directory is ever removed
+RANK_FILE = re.compile(r"embeddings-([0-9]{5,})\.h5")
+
+
+def rank_file(rank) -> str:
+    """Local. The name of rank ``rank``'s file of a set."""
+    return f"embeddings-{rank:05d}.h5"
 
 
 def output_layer(layer: int, num_layers: int) -> int:
@@ -85,13 +108,31 @@ class InferenceOutputs:
             self.hidden = rows.copy()
         self.log(f"inference layer {i + 1}/{self.num_layers}")
 
-    def save(self, graph, logits) -> str | None:
-        """Local. Write this rank's file (module docstring); its path, or None without a directory."""
+    def save(self, graph, logits, source=None) -> str | None:
+        """Collective over graph.comm. Write every rank's file as one set (module docstring);
+        this rank's path, or None without a directory.
+
+        ``source`` (plain values: the checkpoint and its epoch) goes into the manifest.
+
+        Raises
+        ------
+        InputError
+            On every rank when any rank's write fails (the failed rank names its file); no
+            file of the new set is left, and an earlier set is left as it was.
+        """
         if not self.directory:
             return None
-        path = os.path.join(self.directory, f"embeddings-{graph.comm.rank:05d}.h5")
+        comm = graph.comm
+        path = os.path.join(self.directory, rank_file(comm.rank))
         logits = np.asarray(logits)
-        with atomic_path(path, suffix=".h5") as tmp:
+        manifest = os.path.join(self.directory, MANIFEST)
+
+        def forget_old_set():  # before any file of the new set appears: no manifest names a mixed set
+            if comm.rank == 0:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(manifest)
+
+        with collective_atomic_path(path, comm, suffix=".h5", committing=forget_old_set) as tmp:
             with h5py.File(tmp, "w") as h5:
                 h5.attrs.update(layer=self.layer + 1, num_layers=self.num_layers, task=self.task)
                 h5.create_dataset("orig_id", data=graph.orig_id)
@@ -101,4 +142,39 @@ class InferenceOutputs:
                     prediction, probability = predictions(logits, self.task)
                     h5.create_dataset("prediction", data=prediction)
                     h5.create_dataset("probability", data=probability)
+        comm.Barrier()  # every file of the set is in place
+        error = None
+        if comm.rank == 0:
+            try:
+                remove_stale_files(self.directory, comm.size)
+                with atomic_path(manifest) as tmp:
+                    with open(tmp, "w") as fh:
+                        json.dump({"format": MANIFEST_FORMAT, "version": 1,
+                                   "files": [rank_file(r) for r in range(comm.size)], "ranks": comm.size,
+                                   "num_nodes": int(graph.num_nodes), "layer": self.layer + 1,
+                                   "num_layers": self.num_layers, "task": self.task,
+                                   "data": os.path.abspath(graph.path),
+                                   **(source or {})}, fh, indent=1)
+                        fh.write("\n")
+            except InputError as exc:
+                error = exc
+        fail_together(comm, error, manifest)
         return path
+
+
+def remove_stale_files(directory, ranks) -> list[str]:
+    """Local. Remove the files ``embeddings-RANK.h5`` of ``directory`` with ``RANK`` >= ``ranks``
+    (an earlier set written by more ranks); the names removed. Nothing else is touched."""
+    removed = []
+    for name in sorted(os.listdir(directory)):
+        match = RANK_FILE.fullmatch(name)
+        if match and int(match.group(1)) >= ranks and os.path.isfile(os.path.join(directory, name)):
+            try:
+                os.unlink(os.path.join(directory, name))
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise InputError(os.path.join(directory, name), f"cannot remove a file of an earlier set "
+                                 f"({exc.strerror})") from None
+            removed.append(name)
+    return removed

@@ -15,6 +15,7 @@ communicated), which also counts imbalance within the epoch that evens out over 
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import resource
@@ -24,6 +25,7 @@ import numpy as np
 from tqdm import tqdm
 
 from hpcgnn.runtime.comm import mpi
+from hpcgnn.runtime.files import write_error
 from hpcgnn.training.metrics import EXTRA_KEYS, LINK_METRICS, metric_key
 
 #: where an epoch's time goes, per rank: the loader's phases, then the step's
@@ -333,7 +335,13 @@ class Reporter:
 
     def __init__(self, rank, metrics_path=None, append=False):
         self.active = rank == 0
-        self.log = open(metrics_path, "a" if append else "w") if metrics_path and self.active else None
+        self.path = metrics_path
+        self.log = None
+        if metrics_path and self.active:
+            try:
+                self.log = open(metrics_path, "a" if append else "w")
+            except OSError as exc:
+                raise write_error(metrics_path, exc) from None
 
     def say(self, line):
         """Local. Print ``line`` on rank 0."""
@@ -363,8 +371,14 @@ class Reporter:
 
     def _write(self, record):
         if self.log is not None:
-            self.log.write(json.dumps(record, default=str) + "\n")
-            self.log.flush()
+            try:  # a log streams record by record (a reader may follow it), so each is flushed as written
+                self.log.write(json.dumps(record, default=str) + "\n")
+                self.log.flush()
+            except OSError as exc:  # a full disk or a file-size limit: one line naming the log
+                log, self.log = self.log, None
+                with contextlib.suppress(OSError):
+                    log.close()
+                raise write_error(self.path, exc) from None
 
 
 def progress(iterable, total, epoch, enabled):

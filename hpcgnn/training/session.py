@@ -30,6 +30,7 @@ from hpcgnn.sampling.randomwalk import RandomWalkSampler
 from hpcgnn.sampling.saint import SaintSampler
 from hpcgnn.sampling.vr import ControlVariateSampler
 from hpcgnn.store import DistEmbedding, SparseAdam, float_rows
+from hpcgnn.training.checkpoint import dataset_identity
 from hpcgnn.training.control_variate import ControlVariate
 from hpcgnn.training.gradsync import FlatGradients, GradientSync, build_sync
 from hpcgnn.training.link_task import LinkLoss, build_link_loader, link_dataset_sizes, require_edge_sets
@@ -55,6 +56,7 @@ class Session:
     loss: TrainingLoss  # or a LinkLoss: ``loss.batch(model_output, batch) -> (loss, correct, seen)``
     control: ControlVariate | None = None  # VR-GCN's histories (--sampler vr)
     sync: GradientSync | None = None  # how the gradient is reduced (default: one blocking Allreduce)
+    dataset: dict | None = None  # the dataset's identity, which checkpoints record (checkpoint.dataset_identity)
 
     @property
     def link(self) -> bool:
@@ -171,7 +173,7 @@ def open_session(args, comm) -> Session:
                             if args.class_weight == "balanced" else None)
     sync = build_sync(grads, comm, args.grad_compress, args.overlap, args.bucket_mb)
     return Session(comm, graph, loader, model, grads, optimizer, embedding, embed_optimizer, config, loss, control,
-                   sync)
+                   sync, dataset_identity(graph, comm))
 
 
 def build_sampler(graph, args, model):

@@ -166,7 +166,7 @@ def test_a_checkpoint_of_another_model_or_dataset_is_refused_before_any_work(nra
         comm.Barrier()
         # refused before training: no epoch ran, nothing logged, nothing written, the lock released
         assert not os.path.exists(metrics)
-        assert sorted(os.listdir(ck)) == ["epoch-0001.pt", "latest"]
+        assert sorted(os.listdir(ck)) == ["best", "epoch-0001.pt", "latest"]
         comm.Barrier()
     out = os.path.join(shared_tmp, "emb")
     for data, needle in ((more_classes, "num_classes 4 in the checkpoint, 5 here"),

@@ -130,7 +130,7 @@ def test_evaluate_reports_a_link_checkpoints_training_figures(nranks, comm, shar
     _, history = run(link_args(path, "--epochs", "2", "--checkpoint-dir", ck, "--eval-every", "1"), comm)
     out = os.path.join(shared_tmp, "emb")
     figures = evaluate_checkpoint(build_evaluate_parser().parse_args(
-        ["--data", path, "--checkpoint", ck, "--save-embeddings", out]), comm)
+        ["--data", path, "--checkpoint", ck, "--latest", "--save-embeddings", out]), comm)
     for split in ("val", "test"):
         for key in LINK_KEYS + ("loss",):
             assert figures[f"{split}_{key}"] == pytest.approx(history[-1][f"{split}_{key}"], abs=1e-9)

@@ -87,7 +87,7 @@ def test_multilabel_training_beats_trivial_predictors_and_evaluates_from_its_che
                   reference_f1(np.broadcast_to(train_labels.mean(0) > 0.5, actual.shape), actual)[0])  # majority
     assert micro > trivial + 0.2, (micro, trivial)
 
-    evaluate_args = ["--data", path, "--checkpoint", checkpoints]
+    evaluate_args = ["--data", path, "--checkpoint", checkpoints, "--latest"]  # the last model, as above
     reported = evaluate_checkpoint(build_evaluate_parser().parse_args(evaluate_args), comm)
     assert reported["test_f1_macro"] == pytest.approx(macro, abs=1e-12)  # the metric the checkpoint recorded
     reported = evaluate_checkpoint(build_evaluate_parser().parse_args(evaluate_args + ["--metric", "f1-micro"]), comm)

@@ -49,8 +49,8 @@ def test_the_same_command_starts_fresh_then_resumes(tmp_path, capsys, monkeypatc
     lines, _, history = train(capsys, data, "--epochs", "2", "--checkpoint-dir", ck, "--resume", "--metrics", metrics)
     assert f"nothing to resume in {ck}: starting at epoch 1" in lines
     assert [r["epoch"] for r in history] == [1, 2]
-    # no --checkpoint-every: one checkpoint, after the last epoch
-    assert sorted(os.listdir(ck)) == ["epoch-0002.pt", "latest"]
+    # no --checkpoint-every: one checkpoint, after the last epoch (evaluated: also the selected model)
+    assert sorted(os.listdir(ck)) == ["best", "epoch-0002.pt", "latest"]
 
     lines, model, history = train(capsys, data, "--epochs", "3", "--checkpoint-dir", ck, "--resume",
                                   "--metrics", metrics)
@@ -68,4 +68,4 @@ def test_the_same_command_starts_fresh_then_resumes(tmp_path, capsys, monkeypatc
     # started again after it finished: nothing left to train, the checkpoint stays as it was
     lines, _, history = train(capsys, data, "--epochs", "3", "--checkpoint-dir", ck, "--resume")
     assert f"resumed from epoch 3 ({ck})" in lines and not any(line.startswith("epoch ") for line in lines)
-    assert sorted(os.listdir(ck)) == ["epoch-0002.pt", "epoch-0003.pt", "latest"]
+    assert sorted(os.listdir(ck)) == ["best", "epoch-0002.pt", "epoch-0003.pt", "latest"]

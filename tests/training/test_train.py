@@ -245,7 +245,7 @@ def test_evaluate_checkpoint_and_save_embeddings(tmp_path, capsys):
     capsys.readouterr()
     assert evaluate_main(["--data", str(tmp_path / "d"), "--checkpoint", str(tmp_path / "ck" / "epoch-0002.pt"),
                           "--save-embeddings", str(tmp_path / "emb")]) == 0
-    printed = dict(zip(*[iter(capsys.readouterr().out.split())] * 2))
+    printed = dict(zip(*[iter(capsys.readouterr().out.splitlines()[-1].split())] * 2))  # the figures' line
     assert float(printed["test_acc"]) == pytest.approx(history[-1]["test_acc"], abs=1e-4)
     with h5py.File(tmp_path / "emb" / "embeddings-00000.h5") as h5:
         assert sorted(h5["orig_id"][()].tolist()) == list(range(300))
@@ -253,8 +253,8 @@ def test_evaluate_checkpoint_and_save_embeddings(tmp_path, capsys):
     _, history = run(train_args(str(tmp_path / "d"), "--epochs", "2", "--checkpoint-dir", str(tmp_path / "ck_emb"),
                                 "--checkpoint-every", "2", "--embed-dim", "5"), world())
     capsys.readouterr()
-    assert evaluate_main(["--data", str(tmp_path / "d"), "--checkpoint", str(tmp_path / "ck_emb")]) == 0
-    printed = dict(zip(*[iter(capsys.readouterr().out.split())] * 2))
+    assert evaluate_main(["--data", str(tmp_path / "d"), "--checkpoint", str(tmp_path / "ck_emb"), "--latest"]) == 0
+    printed = dict(zip(*[iter(capsys.readouterr().out.splitlines()[-1].split())] * 2))  # the figures' line
     assert float(printed["test_acc"]) == pytest.approx(history[-1]["test_acc"], abs=1e-4)
     with pytest.raises(SystemExit):
         evaluate_main(["--data", str(tmp_path / "d"), "--checkpoint", str(tmp_path / "missing.pt")])
