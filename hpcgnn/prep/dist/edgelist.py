@@ -5,8 +5,9 @@ lines that start in its range (it skips to the first line start, and reads on to
 the line its range ends in), with the serial reader's parser, so a bad token names its file
 line: each rank counts the newlines of its range and an exclusive scan gives its first line
 number. The serial reader's decisions that need the whole file (is a numeric first line a
-count header or an edge? the node count) use global counts. Gzipped files cannot be split
-and, with ``--relabel`` or a node table, are read by rank 0 (:func:`hpcgnn.prep.dist.ingest.spread_graph`).
+count header or an edge? the node count) use global counts. Compressed files cannot be split
+and, like pipes and edge lists with ``--relabel`` or a node table, are read by rank 0
+(:func:`hpcgnn.prep.dist.ingest.spread_graph`).
 """
 from __future__ import annotations
 
@@ -27,22 +28,29 @@ from hpcgnn.prep.read.edgelist import (
     graph_name,
     guess_delimiter,
     leading_counts,
+    refuse_one_based_counts,
 )
-from hpcgnn.prep.read.text import DEFAULT_CHUNK_BYTES, TextTable, is_number, parse_block, split_tokens
+from hpcgnn.prep.read.text import (
+    DEFAULT_CHUNK_BYTES,
+    TextTable,
+    compression_of,
+    file_kind,
+    is_number,
+    parse_block,
+    require_regular,
+    split_tokens,
+)
 from hpcgnn.runtime.collectives import fail_together
 from hpcgnn.runtime.comm import mpi
 from hpcgnn.runtime.errors import InputError
 
-_GZIP_MAGIC = b"\x1f\x8b"
+#: above any node id: the smallest id of a rank that parsed no edge
+_NO_ID = 2**63 - 1
 
 
 def splittable(path) -> bool:
-    """Local. Whether ``path`` is a plain file (not gzip) that ranks can read by byte ranges."""
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(2) != _GZIP_MAGIC
-    except OSError:
-        return False
+    """Local. Whether ``path`` is a regular, uncompressed file that ranks can read by byte ranges."""
+    return os.path.isfile(path) and file_kind(path) is None and compression_of(path) is None
 
 
 def _line_start(fh, offset, first):
@@ -91,6 +99,7 @@ def read_edgelist_spread(comm, path, delimiter=None, header=None, id_base=0, num
     """Collective over comm. :func:`hpcgnn.prep.read.read_edgelist`'s graph (without
     ``relabel``), each rank parsing a byte range of the file; spread by destination and validated."""
     path = os.fspath(path)
+    require_regular(path, "is read by byte ranges, one on each rank")
     check_id_options(path, id_base, num_nodes)
     detect = delimiter is None
     delimiter = check_delimiter(path, delimiter)
@@ -122,11 +131,15 @@ def read_edgelist_spread(comm, path, delimiter=None, header=None, id_base=0, num
         dst = np.empty(0, np.int64) if dst is None else dst
         rows = int(comm.allreduce(src.shape[0], op=mpi().SUM))
         largest = int(comm.allreduce(int(max(src.max(initial=-1), dst.max(initial=-1))), op=mpi().MAX))
+        smallest = int(comm.allreduce(int(min(src.min(initial=_NO_ID), dst.min(initial=_NO_ID))), op=mpi().MIN))
         counts = None
         if header:
             counts = leading_counts(first_tokens)
         elif header is None:
             counts = count_header(first_tokens, width, rows, largest, id_base, False)
+            if counts is None:
+                refuse_one_based_counts(path, (table.first_line_number, table.first_line), first_tokens, width,
+                                        rows, smallest, largest, id_base, False)
         if not header and counts is None:  # the first line is an edge: the first edge, on rank 0
             (first_src, first_dst, first_weight), columns = first_line_edge(table, columns, delimiter, id_base)
             if comm.rank == 0:
@@ -138,6 +151,8 @@ def read_edgelist_spread(comm, path, delimiter=None, header=None, id_base=0, num
         header_line = (table.first_line_number, table.first_line) if counts is not None else None
     if rows == 0:
         raise InputError(path, "no edge lines after the header", "src", "<none>")
+    if header_line is not None and num_nodes is None and largest - id_base >= counts[0]:
+        refuse_one_based_counts(path, header_line, first_tokens, None, None, smallest, largest, id_base, False)
     num_nodes = _node_count(path, num_nodes, counts, header_line, largest, id_base, src, dst, comm)
     if id_base:
         src -= id_base

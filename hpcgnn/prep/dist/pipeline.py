@@ -2,7 +2,8 @@
 
 read (each rank its slice, :mod:`~hpcgnn.prep.dist.ingest`) -> clean-up
 (:mod:`~hpcgnn.prep.dist.cleanup`) -> balance weights -> multilevel partitioning
-(:mod:`~hpcgnn.prep.dist.multilevel`) or streaming (:mod:`~hpcgnn.prep.dist.streaming`) -> part files (:mod:`~hpcgnn.prep.dist.write`). Under
+(:mod:`~hpcgnn.prep.dist.multilevel`) or streaming (:mod:`~hpcgnn.prep.dist.streaming`) -> part
+files (:mod:`~hpcgnn.prep.dist.write`). Under
 ``mpirun -np K`` a rank holds about ``1/K`` of the edges at every stage; with one process it
 is the same code on one rank.
 """
@@ -23,6 +24,7 @@ from hpcgnn.prep.dist.streaming import ldg_parts
 from hpcgnn.prep.dist.write import write_spread
 from hpcgnn.prep.read import detect_format, read_graph, reader_options
 from hpcgnn.prep.read.ogb_link import is_ogb_link
+from hpcgnn.prep.read.text import REGULAR_FILE_REMEDY, file_kind
 from hpcgnn.runtime.comm import mpi
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.stages import silent
@@ -49,9 +51,15 @@ def check_options(args):
 
 def read_spread(comm, args) -> tuple[SpreadGraph, str, str]:
     """Collective over comm. The input, spread by destination, its format and how it was read
-    (recorded in meta.json as ``source.read``): a generic .npz or a graph file by rows, a plain edge list by byte ranges,
-    an OGB node dataset streamed by rank 0 a block at a time, any other input whole by rank 0
-    and dealt out."""
+    (recorded in meta.json as ``source.read``): a generic .npz or a graph file by rows, a plain edge
+    list by byte ranges, an OGB node dataset streamed by rank 0 a block at a time, any other input whole by rank 0
+    and dealt out. An input that is not a regular file (a pipe) can be read once, by one
+    process: a job of several ranks refuses it on every rank, before any rank opens it."""
+    kind = comm.bcast(file_kind(args.input) if comm.rank == 0 else None, root=0)
+    if kind is not None and comm.size > 1:
+        raise InputError(args.input, f"is {kind}, which can be read only once, by one process, but --method "
+                         f"{args.method} on {comm.size} ranks reads its input on every rank; {REGULAR_FILE_REMEDY}",
+                         "input", kind)
     fmt_name = args.format or detect_format(args.input)
     options = reader_options(args, format=fmt_name)
     if fmt_name in ("npz", "h5graph"):

@@ -27,11 +27,14 @@ from hpcgnn.prep.read.ogb_link import read_ogb_any, read_ogb_link
 from hpcgnn.prep.read.planetoid import PARTS as PLANETOID_PARTS
 from hpcgnn.prep.read.planetoid import locate_planetoid, read_planetoid
 from hpcgnn.prep.read.shchur import ADJACENCY_PREFIXES, read_shchur
+from hpcgnn.prep.read.text import require_regular
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.flags import MAX_COUNT, MAX_NODES, Domain
 
 FORMATS = ("npz", "h5graph", "edgelist", "planetoid", "shchur", "ogb", "mat", "heterophily")
 EDGELIST_EXTENSIONS = (".csv", ".tsv", ".txt", ".edges", ".el")
+#: formats read by seeking in the file (zip members, HDF5 and MATLAB structures): never a pipe
+SEEKING_EXTENSIONS = (".npz", ".mat", ".h5", ".hdf5")
 _READERS = {"npz": read_npz, "h5graph": read_h5graph, "edgelist": read_edgelist, "planetoid": read_planetoid,
             "shchur": read_shchur, "ogb": read_ogb_any, "mat": read_mat, "heterophily": read_heterophily}
 # Reader keyword -> (command-line flag, default, attribute on the argparse namespace).
@@ -91,12 +94,14 @@ def detect_format(path) -> str:
         ``heterophily``; a ``.h5``/``.hdf5`` graph file is ``h5graph``; a ``.mat`` is ``mat``;
         ``.csv``, ``.tsv``, ``.txt``, ``.edges``, ``.el`` (optionally ``.gz``) are
         ``edgelist``, and so is any other file whose first lines read as one
-        (``sniff_edgelist``: ``graph.dat``, ``graph``).
+        (``sniff_edgelist``: ``graph.dat``, ``graph``, a gzipped file without ``.gz``, a pipe
+        such as ``/dev/stdin``, whose first lines are kept for the reader).
 
     Raises
     ------
     InputError
-        If the path is missing or matches no format; for a ``.npz`` the message lists its keys.
+        If the path is missing or matches no format; for a ``.npz`` the message lists its keys;
+        a pipe named as a format that is read by seeking (``.npz``, ``.mat``, ``.h5``).
     """
     path = os.fspath(path)
     if os.path.isdir(path):
@@ -114,6 +119,8 @@ def detect_format(path) -> str:
     base = os.path.basename(path).lower()
     if base.startswith("ind.") and base.endswith(tuple("." + part for part in PLANETOID_PARTS)):
         return "planetoid"
+    if base.endswith(SEEKING_EXTENSIONS):  # never opened to look inside: the look would use a pipe up
+        require_regular(path, "is read by seeking in it (npz, .mat, HDF5)")
     if base.endswith(".npz"):
         try:
             with zipfile.ZipFile(path) as archive:
@@ -180,6 +187,8 @@ def read_graph(path, format=None, **options):
         format = detect_format(path)
     elif format not in FORMATS:
         raise InputError(path, f"unknown format (choose from {', '.join(FORMATS)})", "format", format)
+    if format != "edgelist":  # the text readers read a pipe in one pass; the others seek
+        require_regular(path, f"is read as {format}, by seeking in it")
     reader = _READERS[format]
     table = {key: options.pop(key) for key in _NODE_TABLE_OPTIONS if key in options} if format == "edgelist" else {}
     if table and table.get("node_table") is None:

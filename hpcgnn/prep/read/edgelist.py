@@ -101,6 +101,26 @@ def count_header(tokens, width, rows, largest, id_base, relabel):
     return (nodes, edges) if edges == rows and enough else None
 
 
+def refuse_one_based_counts(path, header_line, tokens, width, rows, smallest, largest, id_base, relabel):
+    """Local. Refuse, naming ``--id-base 1``, a count header over 1-based ids read as 0-based.
+
+    The file's ids run from 1 (``smallest`` >= 1) up to exactly the header's ``n``, and the
+    header counts the lines after it (or is known to be one): the ids are 1-based. Read as
+    0-based, the header either looks too small for the largest id or, when it is taken for an
+    edge, adds an edge and a node that the file does not have. ``header_line`` is
+    ``(line number, text)``.
+    """
+    counts = leading_counts(tokens)
+    if id_base != 0 or relabel or counts is None or smallest < 1 or largest != counts[0]:
+        return
+    if width is not None and len(tokens) == width and counts[1] != rows:
+        return  # an edge line after all: it does not count the lines after it
+    nodes, edges = counts
+    raise InputError(path, f"line {header_line[0]} reads as a count header ({nodes} nodes, {edges} edges) and the ids "
+                     f"run from {smallest} to {largest}: they are 1-based; pass --id-base 1 (--no-header reads "
+                     "the line as an edge)", "header", header_line[1])
+
+
 def first_line_edge(table, columns, delimiter, id_base):
     """Local. The first line parsed as an edge: ``((src, dst, weight), columns)``."""
     line = (table.first_line + "\n").encode(TEXT_ENCODING)
@@ -140,7 +160,7 @@ def sniff_edgelist(path, sample_bytes=1 << 16) -> bool:
         False for binary files, other text and files that cannot be read.
     """
     try:
-        with open_binary(path) as fh:
+        with open_binary(path, keep=True) as fh:  # a pipe's bytes stay for the reader
             sample = fh.read(sample_bytes)
     except (InputError, OSError, EOFError, zlib.error):
         return False
@@ -247,9 +267,12 @@ def read_edgelist(path, delimiter=None, header=None, id_base=0, num_nodes=None, 
             counts = leading_counts(first_tokens)  # a header said to be one: if numeric, n is the node count
         elif header is None:
             largest = max((int(max(a.max(), b.max())) for a, b in zip(src_parts, dst_parts)), default=-1)
-            counts = count_header(first_tokens, columns and columns[1], sum(p.shape[0] for p in src_parts),
-                                   largest, id_base, relabel)
-            if counts is None:  # the first line is an edge after all
+            smallest = min((int(min(a.min(), b.min())) for a, b in zip(src_parts, dst_parts)), default=-1)
+            rows = sum(p.shape[0] for p in src_parts)
+            counts = count_header(first_tokens, columns and columns[1], rows, largest, id_base, relabel)
+            if counts is None:  # the first line is an edge after all, unless it counts 1-based ids
+                refuse_one_based_counts(path, (table.first_line_number, table.first_line), first_tokens,
+                                        columns and columns[1], rows, smallest, largest, id_base, relabel)
                 first_edge, columns = first_line_edge(table, columns, delimiter, id_base)
                 for parts, values in zip((src_parts, dst_parts, weight_parts), first_edge):
                     parts.insert(0, values)
@@ -272,6 +295,8 @@ def read_edgelist(path, delimiter=None, header=None, id_base=0, num_nodes=None, 
         num_nodes = counts[0]
         notes["header_nodes"] = num_nodes
         if largest - id_base >= num_nodes:
+            smallest = min(int(src.min()), int(dst.min()))
+            refuse_one_based_counts(path, header_line, first_tokens, None, None, smallest, largest, id_base, False)
             raise InputError(path, f"header line {header_line[0]} gives {num_nodes} nodes but node id {largest} "
                              "occurs (--num-nodes N overrides the count, --no-header reads the line as an edge)",
                              "header", header_line[1])

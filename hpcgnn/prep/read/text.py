@@ -3,14 +3,26 @@ csv readers.
 
 A block of ``chunk_bytes`` (64 MiB, roughly four million short lines) is read, cut after its
 last newline and parsed by numpy's C ``loadtxt``; only the parsed arrays are kept, so a 1 GB
-file never becomes a list of Python strings. Plain and gzip-compressed files are both
-accepted (gzip is recognised by its magic bytes, whatever the file is called).
+file never becomes a list of Python strings. Plain, gzip-, bzip2- and xz-compressed files are
+all accepted: the compression is recognised by its magic bytes, whatever the file is called.
+A UTF-8 byte-order mark is skipped; UTF-16 and UTF-32 text (told by its byte-order mark) is
+refused in one line.
+
+A file that is not a regular file (a pipe, ``/dev/stdin``, a process substitution's
+``/dev/fd/N``) can be read once only. Such an input is opened once per process
+(:func:`open_binary`): what a look at its start read (:func:`peek_binary`, format detection)
+is replayed to the reader, and a second read of it is refused in one line. Readers that need
+to seek or to read the file twice refuse it (:func:`require_regular`).
 """
 from __future__ import annotations
 
+import bz2
 import gzip
 import io
+import lzma
 import os
+import stat
+import threading
 import warnings
 import zlib
 
@@ -19,20 +31,167 @@ import numpy as np
 from hpcgnn.runtime.errors import InputError
 
 DEFAULT_CHUNK_BYTES = 64 << 20
-_GZIP_MAGIC = b"\x1f\x8b"
+#: (magic bytes, name, opener of a binary stream or None where the reader cannot decompress it)
+COMPRESSIONS = ((b"\x1f\x8b", "gzip", lambda raw: gzip.GzipFile(fileobj=raw, mode="rb")),
+                (b"BZh", "bzip2", lambda raw: bz2.BZ2File(raw, "rb")),
+                (b"\xfd7zXZ\x00", "xz", lambda raw: lzma.LZMAFile(raw, "rb")),
+                (b"\x28\xb5\x2f\xfd", "zstd", None),
+                (b"PK\x03\x04", "zip", None))
+_MAGIC_BYTES = max(len(magic) for magic, _, _ in COMPRESSIONS)
+#: byte-order marks, the longest first (UTF-32LE's starts with UTF-16LE's)
+_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32LE"), (b"\x00\x00\xfe\xff", "UTF-32BE"),
+         (b"\xef\xbb\xbf", "UTF-8"), (b"\xff\xfe", "UTF-16LE"), (b"\xfe\xff", "UTF-16BE"))
 _INT64_RANGE = (-(2**63), 2**63 - 1)
 # latin-1 maps every byte to one character, so decoding never fails and a stray non-ASCII
 # byte surfaces as an unparsable token with its line number instead of a UnicodeDecodeError.
 TEXT_ENCODING = "latin-1"
+#: what makes a one-pass input readable again
+REGULAR_FILE_REMEDY = "write it to a regular file first"
 
 
-def open_binary(path):
-    """Local. Open ``path`` for binary reading, gunzipping it when it starts with the gzip magic.
+def file_kind(path) -> str | None:
+    """Local. None for a regular file (or a directory); else what ``path`` is, in words (``a pipe``,
+    ``a character device``, ``a socket``). A missing path is None too: opening it says so."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return ("a pipe" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a character device" if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode)
+            else "not a regular file")
+
+
+def require_regular(path, why):
+    """Local. Refuse ``path`` in one line unless it is a regular file (or a directory): ``why``
+    says what the reader does that a pipe cannot give (``is read by byte ranges``)."""
+    kind = file_kind(path)
+    if kind is not None:
+        raise InputError(path, f"is {kind}, which can be read only once, but this input {why}; "
+                         f"{REGULAR_FILE_REMEDY}", "input", kind)
+
+
+class _OnePass:
+    """The one open stream of an input that is not a regular file, and the bytes a look at its
+    start took from it (given back to the next reader)."""
+
+    def __init__(self, path):
+        self.fh = open(path, "rb", buffering=0)
+        self.kept = b""
+        self.read_once = False
+
+
+_one_pass: dict = {}
+_one_pass_lock = threading.Lock()
+
+
+class _Replay(io.RawIOBase):
+    """A stream that gives ``kept`` bytes first, then the rest of ``source``; with ``keep`` the
+    bytes it reads are added to ``kept`` for the next reader instead of being used up."""
+
+    def __init__(self, source, keep=False):
+        super().__init__()
+        self.source, self.keep, self.at = source, keep, 0
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        view = memoryview(buffer).cast("B")
+        kept = self.source.kept
+        if self.at < len(kept):
+            count = min(len(view), len(kept) - self.at)
+            view[:count] = kept[self.at:self.at + count]
+            self.at += count
+            if not self.keep and self.at == len(kept):
+                self.source.kept, self.at = b"", 0
+            return count
+        count = self.source.fh.readinto(view)
+        if self.keep and count:
+            self.source.kept += bytes(view[:count])
+            self.at += count
+        return count
+
+    def close(self):
+        if not self.keep and not self.closed:
+            self.source.read_once = True
+            self.source.fh.close()
+        super().close()
+
+
+class _Prefixed(io.RawIOBase):
+    """``prefix`` then the rest of ``stream``: what was read to look at a stream's start, put back."""
+
+    def __init__(self, prefix, stream):
+        super().__init__()
+        self.prefix, self.stream = prefix, stream
+
+    def readable(self):
+        return True
+
+    def readinto(self, buffer):
+        view = memoryview(buffer).cast("B")
+        if self.prefix:
+            count = min(len(view), len(self.prefix))
+            view[:count], self.prefix = self.prefix[:count], self.prefix[count:]
+            return count
+        return self.stream.readinto(view)
+
+    def close(self):
+        if not self.closed:
+            self.stream.close()
+        super().close()
+
+
+def _read_start(stream, size):
+    """Up to ``size`` bytes from the start of ``stream`` (fewer only at its end)."""
+    data = b""
+    while len(data) < size:
+        chunk = stream.read(size - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def _open_raw(path, keep):
+    """The file's bytes as they are stored: a fresh handle of a regular file, the one stream of
+    anything else."""
+    if file_kind(path) is None:
+        return open(path, "rb")
+    with _one_pass_lock:
+        source = _one_pass.get(path)
+        if source is None:
+            source = _one_pass[path] = _OnePass(path)
+    if source.read_once:
+        raise InputError(path, "was read once already, and a pipe gives its contents once; "
+                         f"{REGULAR_FILE_REMEDY}", "input", file_kind(path))
+    return io.BufferedReader(_Replay(source, keep))
+
+
+def compression_of(path) -> str | None:
+    """Local. The compression of the file at ``path`` told by its magic bytes (``gzip``,
+    ``bzip2``, ``xz``, ``zstd``, ``zip``), or None for a file stored as it is (or unreadable)."""
+    try:
+        with _open_raw(os.fspath(path), keep=True) as raw:
+            magic = _read_start(raw, _MAGIC_BYTES)
+    except (OSError, InputError):
+        return None
+    return next((name for start, name, _ in COMPRESSIONS if magic.startswith(start)), None)
+
+
+def open_binary(path, keep=False):
+    """Local. Open ``path`` for binary reading: decompressed as its magic bytes say, without a
+    UTF-8 byte-order mark.
 
     Parameters
     ----------
     path : str or os.PathLike
-        A plain or gzip-compressed file.
+        A plain or compressed (gzip, bzip2, xz) file, or a pipe (read once: see the module
+        docstring).
+    keep : bool
+        Only a look at the start: the bytes read from a pipe are kept for the next reader.
 
     Returns
     -------
@@ -42,19 +201,56 @@ def open_binary(path):
     Raises
     ------
     InputError
-        If the path is missing, a directory, or cannot be opened.
+        If the path is missing, a directory, cannot be opened, is compressed in a way the
+        readers do not decompress (zstd, zip), holds UTF-16 or UTF-32 text, or is a pipe read
+        once already.
     """
     path = os.fspath(path)
     if os.path.isdir(path):
         raise InputError(path, "is a directory, expected a file")
     try:
-        with open(path, "rb") as probe:
-            magic = probe.read(2)
+        raw = _open_raw(path, keep)
     except FileNotFoundError:
         raise InputError(path, "file not found") from None
     except OSError as exc:
         raise InputError(path, f"cannot open file ({exc.strerror})") from None
-    return gzip.open(path, "rb") if magic == _GZIP_MAGIC else open(path, "rb")
+    try:
+        return _decoded(path, raw)
+    except BaseException:
+        raw.close()
+        raise
+
+
+def _decoded(path, raw):
+    try:
+        magic = _read_start(raw, _MAGIC_BYTES)
+        stream = _rewound(raw, magic)
+        for start, name, opener in COMPRESSIONS:
+            if magic.startswith(start):
+                if opener is None:
+                    raise InputError(path, f"is {name}-compressed, which the readers do not decompress; "
+                                     "decompress it first (or recompress it with gzip)", "compression", name)
+                stream = opener(stream)
+                break
+        head = _read_start(stream, 4)
+    except (OSError, EOFError, zlib.error, lzma.LZMAError) as exc:
+        raise InputError(path, f"cannot read file ({exc})") from None
+    for bom, encoding in _BOMS:
+        if head.startswith(bom):
+            if encoding != "UTF-8":
+                raise InputError(path, f"is {encoding} text (byte-order mark {bom.hex(' ').upper()}); save it "
+                                 f"as UTF-8 or ASCII (iconv -f {encoding} -t UTF-8)", "encoding", encoding)
+            return _rewound(stream, head, skip=len(bom))
+    return _rewound(stream, head)
+
+
+def _rewound(stream, start, skip=0):
+    """``stream`` from its byte ``skip`` on, ``start`` being what was read of it: seeked back where
+    it can be (a regular file), else with ``start[skip:]`` put back in front."""
+    if stream.seekable():
+        stream.seek(skip)
+        return stream
+    return io.BufferedReader(_Prefixed(start[skip:], stream), buffer_size=1 << 16)
 
 
 class TextTable:
@@ -67,7 +263,7 @@ class TextTable:
     Parameters
     ----------
     path : str or os.PathLike
-        Plain or gzip-compressed text file.
+        Plain or compressed text file, or a pipe (see :func:`open_binary`).
     comment : str or None
         Text after this marker is ignored, and lines starting with it are skipped.
     chunk_bytes : int
@@ -107,7 +303,7 @@ class TextTable:
     def _read(self, size=-1, line=False):
         try:
             return self._fh.readline() if line else self._fh.read(size)
-        except (OSError, EOFError, zlib.error) as exc:
+        except (OSError, EOFError, zlib.error, lzma.LZMAError) as exc:
             raise InputError(self.path, f"cannot read file ({exc})") from None
 
     def _find_first_line(self):
