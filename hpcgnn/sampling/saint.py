@@ -25,6 +25,16 @@ the part), and the loss of training node v by ``1 / (lambda_v T)`` with ``lambda
 unbiased estimate of the mean loss over the rank's training nodes. A node or edge no
 presampled subgraph held counts as held once. An epoch is as many subgraphs as it takes to
 draw the part's node count in expectation (ceil(nodes / mean subgraph size)).
+
+``budget="auto"`` (the default; see :mod:`~.subgraph`) searches for the smallest budget whose
+subgraphs hold :func:`~.subgraph.target_share` of a node's in-part neighbours on average (the
+share of the part's in-edges whose source a subgraph holds, :meth:`~.subgraph.LocalGraph.source_share`,
+the mean over :data:`CALIBRATION_DRAWS` subgraphs per budget tried; doubling, then bisection)
+and :data:`SEED_COVERAGE` of :func:`~.subgraph.target_seeds` loss nodes (draws are with
+replacement: holding every one would take an unbounded budget); the ranks then agree on the
+largest share of their parts any of them needs. A fixed count is a
+share of the part that shrinks as graphs grow: 1,000 node draws hold a tenth of a node's
+neighbours in a 15,000-node part.
 """
 from __future__ import annotations
 
@@ -33,9 +43,17 @@ import torch
 
 from hpcgnn.runtime.rng import generator
 from hpcgnn.sampling.block import MiniBatch
-from hpcgnn.sampling.subgraph import LocalGraph
+from hpcgnn.sampling.subgraph import LocalGraph, agreed_share, size_warning, sizes_note, target_seeds, target_share
 
 SAINT_KINDS = ("node", "edge", "rw")
+AUTO = "auto"
+#: subgraphs drawn per budget tried by the ``auto`` search
+CALIBRATION_DRAWS = 4
+#: the share of its target loss nodes an ``auto`` subgraph holds
+SEED_COVERAGE = 0.9
+#: the ``auto`` search's largest budget, in multiples of the part's nodes (edges for saint-edge):
+#: draws are with replacement, so covering a part takes a few times its size
+MAX_BUDGET_FACTOR = 4
 
 
 def cumulative(weights) -> np.ndarray:
@@ -61,7 +79,8 @@ def resolve_budget(budget, size) -> int:
 
 
 class SaintSampler:
-    """Local. GraphSAINT subgraphs of this rank's part, normalised by presampling.
+    """Collective over graph.comm (construction; every method is Local). GraphSAINT subgraphs of
+    this rank's part, normalised by presampling.
 
     Parameters
     ----------
@@ -72,7 +91,8 @@ class SaintSampler:
     budget : int or str
         Nodes drawn (node), edges drawn (edge) or walk roots (rw) per subgraph; ``"P%"``: that
         share of the part's nodes (edges for edge), the same share of the graph per step at any
-        rank count.
+        rank count; ``"auto"``: the smallest whose subgraphs hold :func:`~.subgraph.target_share`
+        of a node's in-part neighbours and enough loss nodes (see the module docstring).
     walk_length : int
         Steps per walk (rw only).
     presample : int
@@ -81,31 +101,68 @@ class SaintSampler:
         Seed of the presampling; a batch's subgraph comes from the loader's batch seed.
     """
 
-    def __init__(self, graph, kind, num_layers, budget, walk_length=2, presample=50, seed=0):
+    def __init__(self, graph, kind, num_layers, budget=AUTO, walk_length=2, presample=50, seed=0):
         if kind not in SAINT_KINDS:
             raise ValueError(f"unknown GraphSAINT sampler {kind!r} (choose from {', '.join(SAINT_KINDS)})")
         self.local = LocalGraph(graph)
-        budget = resolve_budget(budget, self.local.indices.shape[0] if kind == "edge" else self.local.num_nodes)
-        if min(num_layers, budget, walk_length, presample) < 1:
+        size = self.local.indices.shape[0] if kind == "edge" else self.local.num_nodes
+        given = None if budget == AUTO else resolve_budget(budget, size)
+        if min(num_layers, walk_length, presample) < 1 or (given is not None and given < 1):
             raise ValueError("num_layers, budget, walk_length and presample must be positive")
-        self.kind, self.num_layers, self.budget, self.walk_length = kind, int(num_layers), budget, int(walk_length)
+        self.kind, self.num_layers, self.walk_length = kind, int(num_layers), int(walk_length)
         degree = self.local.in_degree
         self._node_cdf = cumulative(degree + 1.0)
         if kind == "edge" and self.local.indices.shape[0]:
             inverse = 1.0 / np.maximum(degree, 1)
             self._edge_cdf = cumulative(inverse[self.local.indices] + inverse[self.local.dst_of_edges()])
+        self.target_share = target_share(self.local)
+        if given is None:
+            share = agreed_share(self._calibrate(size, generator(seed, "saint_calibrate", graph.comm.rank)) /
+                                 max(size, 1), graph.comm)
+            given = max(1, int(np.ceil(share * max(size, 1) - 1e-9)))
+        self.budget, self.auto = given, budget == AUTO
         self._normalise(int(presample), generator(seed, "saint_presample", graph.comm.rank))
+        if not self.auto:
+            size_warning(graph.comm, f"--budget {budget}", self.local, self.batch_share, self.batch_seeds)
+
+    def _calibrate(self, size, rng) -> int:
+        """The smallest budget (to within a thirty-second) whose subgraphs hold :attr:`target_share`
+        of a node's in-part neighbours and :data:`SEED_COVERAGE` of :func:`~.subgraph.target_seeds`
+        loss nodes, the means over :data:`CALIBRATION_DRAWS` of them; the largest allowed when
+        none does."""
+        largest = max(1, MAX_BUDGET_FACTOR * size)
+        seeds = SEED_COVERAGE * target_seeds(self.local)
+
+        def reaches(budget):
+            self.budget = budget
+            draws = [self.draw(rng) for _ in range(CALIBRATION_DRAWS)]
+            held = np.mean([self.local.source_share(nodes) for nodes in draws])
+            return held >= self.target_share and np.mean([self.local.is_seed[nodes].sum() for nodes in draws]) >= seeds
+
+        low, high = 0, min(64, largest)
+        while not reaches(high):
+            if high == largest:
+                return largest
+            low, high = high, min(2 * high, largest)
+        while high - low > max(1, high // 32):
+            middle = (low + high) // 2
+            low, high = (low, middle) if reaches(middle) else (middle, high)
+        return high
 
     def _normalise(self, presample, rng):
         node_count = np.zeros(self.local.num_nodes)
         edge_count = np.zeros(self.local.indices.shape[0])
-        sizes = []
+        sizes, held, seeds = [], 0.0, 0
         for _ in range(presample):
             nodes = self.draw(rng)
             _, _, _, slots = self.local.induced(nodes)
             node_count[nodes] += 1
             edge_count[slots] += 1
             sizes.append(nodes.shape[0])
+            held += self.local.source_share(nodes)
+            seeds += int(self.local.is_seed[nodes].sum())
+        # what a subgraph holds on average, for the start line
+        self.batch_share, self.batch_seeds = held / presample, seeds / presample
         node_count, edge_count = np.maximum(node_count, 1), np.maximum(edge_count, 1)
         train = max(int(self.local.is_seed.sum()), 1)
         self.loss_weight = presample / (node_count * train)
@@ -115,6 +172,11 @@ class SaintSampler:
         self.edge_weight = weight.astype(np.float32)
         mean_size = max(float(np.mean(sizes)), 1.0)
         self.steps_per_epoch = max(1, int(np.ceil(self.local.num_nodes / mean_size)))
+
+    def describe(self) -> str:
+        """Local. The sampler and its budget in words, for the run's start line."""
+        return (f"GraphSAINT {self.kind} sampler, budget {self.budget}{' (auto)' if self.auto else ''} ("
+                f"{sizes_note(self.local, self.batch_share, self.batch_seeds)})")
 
     @property
     def batch_ids(self) -> np.ndarray:

@@ -4,6 +4,22 @@
 A subgraph batch runs every layer on the subgraph its nodes induce: each block is that
 subgraph, the loss nodes placed first so the last block's destinations are exactly them.
 Nothing is read from another rank: a subgraph sampler trains on each part's own edges.
+
+How large a batch must be depends on the graph, not on a fixed count. A node aggregates only
+its in-neighbours inside the batch, while evaluation aggregates all of them: a batch that keeps
+a node 2 of its 30 neighbours trains a model on neighbourhoods unlike the ones it is evaluated
+on. A fixed count that suits one graph is a quarter of the part of a graph of its size and a
+tenth of that of a graph four times larger (measured: ``bench/sampler_defaults.py``). So the
+samplers size their batches by the share of a node's in-part neighbourhood a batch holds
+(:func:`target_share`): :data:`TARGET_DEGREE` neighbours of the part's mean in-degree (the
+first layer's fanout of the default neighbour sampler), or :data:`TARGET_SHARE` of them where
+the part is sparser than 2 x :data:`TARGET_DEGREE` (where every batch would otherwise be most of
+the part). A batch also holds at least :data:`TARGET_SEEDS` of the rank's loss (training) nodes,
+or all of them where it has fewer, as many as a step of the default neighbour sampler trains on
+(:func:`target_seeds`): a batch of a graph with few labelled nodes (20 per class, say) that
+holds a tenth of them takes steps on a handful of nodes, and lost 4.6 points in
+``bench/sampler_defaults.py`` where holding all of them lost none. On such graphs the ``auto``
+batch is the whole part.
 """
 from __future__ import annotations
 
@@ -11,6 +27,58 @@ import numpy as np
 
 from hpcgnn import _csr
 from hpcgnn.sampling.block import Block, MiniBatch
+
+#: an ``auto``-sized batch holds this many of a node's in-part neighbours (of the mean degree) ...
+TARGET_DEGREE = 10.0
+#: ... or this share of them, where that is fewer
+TARGET_SHARE = 0.5
+#: an ``auto``-sized batch holds at least this many loss nodes (``hpcgnn train``'s default
+#: --batch-size), or every one of the rank's where it has fewer
+TARGET_SEEDS = 1000
+
+
+def target_share(local) -> float:
+    """Local. The share of a node's in-part in-neighbours an ``auto``-sized batch of ``local`` (a
+    :class:`LocalGraph`) holds on average: ``TARGET_DEGREE / mean in-part degree``, at most
+    :data:`TARGET_SHARE`; 0 for a part without edges."""
+    degree = local.mean_degree
+    return 0.0 if degree == 0 else min(TARGET_SHARE, TARGET_DEGREE / degree)
+
+
+def target_seeds(local) -> int:
+    """Local. The loss nodes an ``auto``-sized batch of ``local`` holds at least:
+    ``min(TARGET_SEEDS, the part's loss nodes)``."""
+    return int(min(TARGET_SEEDS, int(local.is_seed.sum())))
+
+
+def agreed_share(share, comm) -> float:
+    """Collective over comm. The largest of every rank's ``share`` (of its part a batch needs): every
+    rank sizes its batches by it, so every rank's batches cover alike shares of their parts and
+    the ranks' step counts stay close."""
+    from hpcgnn.runtime.comm import mpi  # deferred: import hpcgnn never initialises MPI
+
+    return float(comm.allreduce(float(share), op=mpi().MAX))
+
+
+def sizes_note(local, share, loss_nodes) -> str:
+    """Local. What a batch holds, in words, for the run's start line: ``share`` of a node's in-part
+    neighbours, ``loss_nodes`` loss nodes, and the share of in-edges the part itself holds."""
+    return (f"a batch holds {share:.0%} of a node's {local.mean_degree:.1f} in-part neighbours and "
+            f"{loss_nodes:,.0f} of {int(local.is_seed.sum()):,} loss nodes; {1 - local.in_part_share:.0%} of in-edges "
+            "cross to other parts and are not trained on")
+
+
+def size_warning(comm, flags, local, share, loss_nodes):
+    """Local. On rank 0, warn (one line on stderr) when batches of the sizes a user set with
+    ``flags`` hold under half the :func:`target_share` of their nodes' neighbourhoods or under
+    half the :func:`target_seeds` loss nodes that ``auto`` sizes hold."""
+    share_wanted, seeds_wanted = target_share(local), target_seeds(local)
+    if comm.rank == 0 and (share < 0.5 * share_wanted or loss_nodes < 0.5 * seeds_wanted):
+        import sys
+
+        print(f"hpcgnn: warning: {flags}: {sizes_note(local, share, loss_nodes)}; 'auto' sizes hold "
+              f"{share_wanted:.0%} and {seeds_wanted:,}: batches this small train on neighbourhoods unlike the "
+              "whole ones evaluation reads, or on few loss nodes a step", file=sys.stderr, flush=True)
 
 
 class LocalGraph:
@@ -39,6 +107,8 @@ class LocalGraph:
         self.indptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(dst, minlength=n), out=self.indptr[1:])
         self.indices = sources[inside] - self.start
+        #: the share of the owned nodes' in-edges whose source is owned too (the rest cross the cut)
+        self.in_part_share = float(inside.mean()) if inside.size else 1.0
         self.eids = int(graph.local_edges[0]) + np.flatnonzero(inside)
         self.is_seed = (np.ones(n, dtype=bool) if seed_mask is None
                         else np.asarray(graph.ndata[seed_mask].local).astype(bool))
@@ -47,6 +117,21 @@ class LocalGraph:
     @property
     def num_nodes(self) -> int:
         return int(self.indptr.shape[0] - 1)
+
+    @property
+    def mean_degree(self) -> float:
+        """Local. In-part edges per local node (0 for an empty part)."""
+        return float(self.indices.shape[0] / max(self.num_nodes, 1))
+
+    def source_share(self, nodes) -> float:
+        """Local. The share of the part's in-edges whose source is in ``nodes`` (local ids): of a
+        uniformly chosen node, the share of its in-part neighbours the subset holds, on average
+        (more when the subset was drawn to hold neighbours together, as clusters and walks are)."""
+        if self.indices.shape[0] == 0:
+            return 0.0
+        inside = np.zeros(self.num_nodes, dtype=bool)
+        inside[nodes] = True
+        return float(inside[self.indices].mean())
 
     @property
     def in_degree(self) -> np.ndarray:

@@ -55,6 +55,11 @@ def build_parser():
                    help="learn a per-node embedding of this width (a DistEmbedding, sharded like the nodes), "
                         "appended to the features, or the only input of a dataset without 'feat'")
     p.add_argument("--embed-lr", type=RATE, default=0.01, help="SparseAdam learning rate of the node embedding")
+    p.add_argument("--feature-scale", choices=FEATURE_SCALES, default=DEFAULT_FEATURE_SCALE,
+                   help="rescale the features when the dataset is opened (evaluate applies the checkpoint's "
+                        "choice): standard = each feature to mean 0 and deviation 1 over all nodes; row = each "
+                        "node's row divided by its absolute sum; auto = row when no value is negative (counts, "
+                        "0/1 words), else standard; none = as stored (hpcgnn.graph.feature_scale)")
     p.add_argument("--batch-size", type=COUNT, default=DEFAULT_BATCH, help="seeds per rank per step")
     p.add_argument("--epochs", type=COUNT, default=10, help="passes over the training nodes")
     add_optimizer_arguments(p)
@@ -119,18 +124,25 @@ SAMPLERS = ("neighbor", "layer", "cluster", "randomwalk", *SAINT, "vr")
 DEFAULT_FANOUTS = "10,25"
 #: hpcgnn.nn.PRECISIONS, named here without importing torch before the flags are parsed
 PRECISIONS = ("fp32", "bf16")
+#: hpcgnn.graph.feature_scale.FEATURE_SCALES, named here for the same reason
+FEATURE_SCALES = ("auto", "standard", "row", "none")
+DEFAULT_FEATURE_SCALE = "auto"
 DEFAULT_LAYER_SIZES = "512,512"
 DEFAULT_LAYER_WEIGHTS = "normalized"
 DEFAULT_BATCH = 1000
 #: each sampler flag: its default and the samplers it applies to (refused with any other)
-SAMPLER_FLAGS = {"num_clusters": (32, ("cluster",)), "clusters_per_batch": (4, ("cluster",)),
+SAMPLER_FLAGS = {"num_clusters": ("auto", ("cluster",)), "clusters_per_batch": ("auto", ("cluster",)),
                  "walks": (20, ("randomwalk",)), "walk_length": (3, ("randomwalk", "saint-rw")),
-                 "topk": (10, ("randomwalk",)), "budget": (1000, SAINT), "presample": (50, SAINT),
+                 "topk": (10, ("randomwalk",)), "budget": ("auto", SAINT), "presample": (50, SAINT),
                  "vr_neighbors": (2, ("vr",))}
 #: their domains: a walk's steps and a node's walks multiply a batch's memory
-SAMPLER_DOMAINS = {"num_clusters": Domain(int, ge=1, le=MAX_PARTS), "clusters_per_batch": COUNT,
+#: a subgraph sampler's 'auto' size: batches that keep their nodes a set mean number of in-batch
+#: neighbours (hpcgnn.sampling.subgraph)
+AUTO_SIZE = {"auto": "sized from the graph"}
+SAMPLER_DOMAINS = {"num_clusters": Domain(int, ge=1, le=MAX_PARTS, words=AUTO_SIZE),
+                   "clusters_per_batch": Domain(int, ge=1, le=MAX_COUNT, words=AUTO_SIZE),
                    "walks": REPEATS, "walk_length": Domain(int, ge=1, le=1000), "topk": REPEATS,
-                   "budget": Domain(int, ge=1, le=MAX_COUNT, share=True), "presample": REPEATS,
+                   "budget": Domain(int, ge=1, le=MAX_COUNT, share=True, words=AUTO_SIZE), "presample": REPEATS,
                    "vr_neighbors": REPEATS}
 #: samplers whose batch is a subgraph of the rank's part (no seed batches, node tasks only), and
 #: those whose blocks are weighted (a weighted mean: GraphSAGE with the mean aggregator only)
@@ -181,13 +193,16 @@ def add_sampler_arguments(p):
     p.add_argument("--layer-weights", choices=("normalized", "unbiased"), default=DEFAULT_LAYER_WEIGHTS,
                    help="--sampler layer: unbiased importance weights, or normalized: each node's weights "
                         "divided by their sum (a weighted mean of its drawn in-neighbours; lower variance)")
-    help_of = {"num_clusters": "clusters of each rank's nodes (an epoch is C / Q steps)",
-               "clusters_per_batch": "clusters per batch (Cluster-GCN's q)",
+    help_of = {"num_clusters": "clusters of each rank's nodes (an epoch is C / Q steps); auto: about 128 nodes each",
+               "clusters_per_batch": "clusters per batch (Cluster-GCN's q); auto: as many as keep a batch's nodes "
+                                     "10 in-batch neighbours on average (half their in-part ones where fewer)",
                "walks": "random walks started at every node of a layer",
                "walk_length": "steps per walk", "topk": "the most visited nodes kept as a node's neighbours",
                "budget": "nodes (saint-node), edges (saint-edge) or walk roots (saint-rw) drawn per subgraph; "
                          "P%% draws that share of the rank's part (its nodes, or its edges for saint-edge), "
-                         "so a step covers the same share of the graph at any rank count",
+                         "so a step covers the same share of the graph at any rank count; auto: the least that "
+                         "keeps a subgraph's nodes 10 in-batch neighbours on average (half their in-part ones "
+                         "where fewer)",
                "presample": "subgraphs drawn at start-up to estimate GraphSAINT's normalisation",
                "vr_neighbors": "sampled in-neighbours per node in every layer but the input layer (VR-GCN's D)"}
     for dest, (default, samplers) in SAMPLER_FLAGS.items():

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from hpcgnn.graph import DistGraph
+from hpcgnn.graph.feature_scale import scale_features
 from hpcgnn.nn import build_model, set_precision
 from hpcgnn.nn.link import build_link_model
 from hpcgnn.runtime.errors import InputError
@@ -92,6 +93,7 @@ def evaluate_checkpoint(args, comm) -> dict:
     if comm.rank == 0:
         print(f"evaluate: scoring {path}, epoch {state['epoch']} ({scored_as(which, state['config'])})", flush=True)
     graph = DistGraph(args.data, comm)
+    scale_features(graph, state["config"].get("feature_scale", "none"), where=path)  # as its training run saw them
     log(f"load {args.data}: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, {comm.size} ranks")
     check_node_state(path, state, dataset_identity(graph, comm), "hpcgnn evaluate", warn=comm.rank == 0)
     saved = dict(state["config"])

@@ -25,6 +25,7 @@ from hpcgnn.loading.edge_loader import EdgeDataLoader
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.watchdog import beat
 from hpcgnn.sampling.negative import build_negative_sampler
+from hpcgnn.training.collapse import constant_share
 from hpcgnn.training.inference import layerwise_inference
 from hpcgnn.training.link_metrics import link_metrics
 
@@ -123,9 +124,12 @@ def score_edges(model, embeddings, src, dst, neg, neg_src=None):
     return pos_scores, neg_scores
 
 
-def evaluate_links(model, graph, batch_size, inputs=None, on_layer=None, sampler=None) -> dict:
+def evaluate_links(model, graph, batch_size, inputs=None, on_layer=None, sampler=None, check_collapse=False) -> dict:
     """Collective over graph.comm. ``{split}_{metric}`` for the validation and test edge sets:
-    ``loss``, ``auc``, ``ap``, ``mrr``, ``hits@K`` (see :mod:`hpcgnn.training.link_metrics`)."""
+    ``loss``, ``auc``, ``ap``, ``mrr``, ``hits@K`` (see :mod:`hpcgnn.training.link_metrics`); with
+    ``check_collapse``, also ``constant_share``: the share of the validation scores, positive and
+    negative, that are one value (:func:`hpcgnn.training.collapse.constant_share`; near 1 for a
+    dead model)."""
     embeddings = layerwise_inference(model, graph, batch_size, inputs=inputs, on_layer=on_layer, keep=True,
                                      sampler=sampler)
     try:
@@ -134,6 +138,8 @@ def evaluate_links(model, graph, batch_size, inputs=None, on_layer=None, sampler
             beat(f"scoring the {split} edges")
             pos, neg = score_edges(model, embeddings, *graph.link[split])
             result.update({f"{split}_{key}": value for key, value in link_metrics(pos, neg, graph.comm).items()})
+            if check_collapse and split == "val":
+                result["constant_share"] = constant_share(np.concatenate([pos, neg.reshape(-1)]), graph.comm)
     finally:
         embeddings.close()
     return result

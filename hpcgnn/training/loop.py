@@ -19,6 +19,7 @@ from hpcgnn.runtime.collectives import allreduce_
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.watchdog import Watchdog, beat, waiting_in
 from hpcgnn.training.checkpoint import prepare_directory, resume_session, save_session
+from hpcgnn.training.collapse import CollapseCheck, constant_share
 from hpcgnn.training.early_stop import EarlyStopping, selected, selection_key
 from hpcgnn.training.inference import inference_sampler, input_rows, layerwise_inference, model_inputs, split_accuracy
 from hpcgnn.training.link_task import evaluate_links
@@ -138,12 +139,12 @@ def evaluate(session: Session, batch_size) -> dict:
     inputs = input_rows(session.graph, session.embedding)
     if session.link:
         return dict(evaluate_links(session.model, session.graph, batch_size, inputs=inputs,
-                                   sampler=inference_sampler(session.config)),
+                                   sampler=inference_sampler(session.config), check_collapse=True),
                     eval_time_s=time.perf_counter() - t0)
     logits = layerwise_inference(session.model, session.graph, batch_size, inputs=inputs,
                                  sampler=inference_sampler(session.config))
     return dict(split_accuracy(logits, session.graph, metric=session.config["metric"]),
-                eval_time_s=time.perf_counter() - t0)
+                constant_share=constant_share(logits.numpy(), session.comm), eval_time_s=time.perf_counter() - t0)
 
 
 def start_line(session, args) -> str:
@@ -157,9 +158,11 @@ def start_line(session, args) -> str:
                 f"({config['task']}, metric {config['metric']})")
     sampling = {"neighbor": f"fanouts {args.fanouts}",
                 "layer": f"LADIES layer sizes {args.layer_sizes}, {args.layer_weights} weights",
-                "cluster": f"Cluster-GCN {args.num_clusters} clusters per rank, {args.clusters_per_batch} per batch",
                 "randomwalk": f"random walks {args.walks} x {args.walk_length} steps, top {args.topk}"}.get(
-        args.sampler, f"GraphSAINT {args.sampler[6:]} sampler, budget {args.budget}")
+        args.sampler, f"sampler {args.sampler}")
+    describe = getattr(getattr(session.loader, "sampler", None), "describe", None)
+    if describe is not None:  # a subgraph sampler sizes its batches from the graph: say how
+        sampling = describe()
     return (f"hpcgnn train: {session.graph.name} {session.graph.num_nodes:,} nodes {session.graph.num_edges:,} "
             f"edges, {session.comm.size} ranks, {args.model} {args.layers}x{args.hidden}, {sampling}, "
             f"{len(session.loader)} steps/epoch, {task}, {precision_note(args.precision)}, "
@@ -195,6 +198,7 @@ def _train(args, comm):
     schedule = EvalSchedule(args.eval_every, args.epochs, first_epoch)
     select = selection_key(args.select, metric_key(session.config["metric"]))
     stopper = EarlyStopping(select, args.early_stop, history)
+    collapse = CollapseCheck(args.lr, "validation edges' scores" if session.link else "nodes' logits")
     best_only = set()  # epochs this run checkpointed only because they were the selected model
 
     for epoch in range(first_epoch, args.epochs):
@@ -207,6 +211,7 @@ def _train(args, comm):
         history.append(record)
         report.epoch(record)
         stop = stopper.update(record)  # the same reduced values on every rank: the same decision
+        collapse.update(record, epoch + 1, last=stop or epoch + 1 == args.epochs)  # a dead model ends the run
         selected_now = stopper.best_epoch == epoch + 1  # the model the final line will report, kept as best
         asked = every(args.checkpoint_every, epoch, args.epochs) or stop
         if args.checkpoint_dir and (asked or selected_now):

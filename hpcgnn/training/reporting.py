@@ -64,6 +64,8 @@ EPOCH_FIELDS = {
                         "on {split}_mask; --task link: every link metric (auc, ap, mrr, hits@10, hits@50, "
                         "hits@100; hpcgnn.training.link_metrics) on the {split} edge set (val, test)",
     "eval_time_s": "evaluated epochs: seconds of the evaluation after the epoch (inference over all nodes)",
+    "constant_share": "evaluated epochs: share of the outputs (every node's logits; link: the validation scores) "
+                      "equal to one value; near 1 the model has collapsed to a constant (hpcgnn.training.collapse)",
 }
 FINAL_FIELDS = {
     "final": "true: the run's summary record",

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from hpcgnn.graph import DistGraph, node_split
+from hpcgnn.graph.feature_scale import scale_features
 from hpcgnn.loading import NodeDataLoader
 from hpcgnn.nn import build_model, seed_dropout
 from hpcgnn.nn.link import build_link_model
@@ -144,7 +145,8 @@ def open_session(args, comm) -> Session:
     """Collective over comm. Load the dataset and build the loader, model and optimizers."""
     graph = DistGraph(args.data, comm, progress_interval=None if args.progress_ms < 0 else args.progress_ms / 1000)
     check_finite(graph, "feat", comm)
-    config = model_config(args, graph, comm)
+    scaled = scale_features(graph, getattr(args, "feature_scale", "none"))  # before anything reads a feature row
+    config = dict(model_config(args, graph, comm), **scaled)
     link = config["task"] == "link"
     torch.manual_seed(derive_seed(args.seed, "model_init"))
     model = build_link_model(config, config["in_dim"]) if link else \
@@ -182,7 +184,8 @@ def build_sampler(graph, args, model):
     PinSAGE's random walks, GraphSAINT's subgraphs (normalised by presampling, at construction) or
     VR-GCN's few neighbours per node (with the control variate of :class:`ControlVariate`)."""
     if args.sampler == "cluster":
-        return ClusterSampler(graph, args.layers, args.num_clusters, "train_mask", seed=args.seed)
+        return ClusterSampler(graph, args.layers, args.num_clusters, "train_mask", seed=args.seed,
+                              clusters_per_batch=args.clusters_per_batch)
     if args.sampler == "layer":
         return LayerSampler(args.layer_sizes, seed=args.seed, normalize=args.layer_weights == "normalized")
     if args.sampler == "randomwalk":
@@ -203,7 +206,7 @@ def build_node_loader(graph, args, sampler, prefetch) -> NodeDataLoader:
         raise InputError(os.path.join(args.data, "meta.json"), "no training nodes: the mask selects none",
                          "train_mask", 0)
     if isinstance(sampler, (ClusterSampler, SaintSampler)):  # seeds: clusters, or one subgraph per step
-        ids, per_batch = ((sampler.cluster_ids, args.clusters_per_batch) if isinstance(sampler, ClusterSampler)
+        ids, per_batch = ((sampler.cluster_ids, sampler.clusters_per_batch) if isinstance(sampler, ClusterSampler)
                           else (sampler.batch_ids, 1))
         return NodeDataLoader(graph, ids, sampler, per_batch, prefetch=prefetch, seed=args.seed,
                               feature="feat" if "feat" in graph.ndata else None, max_batches=args.steps_per_epoch)

@@ -70,7 +70,7 @@ def test_cluster_gcn_training_learns_with_equal_steps(nranks, comm, shared_tmp):
     (["--sampler", "cluster", "--fanouts", "5,5"], "'--fanouts': does not apply to --sampler cluster"),
     (["--sampler", "cluster", "--batch-size", "50"], "'--batch-size': does not apply to --sampler cluster"),
     (["--sampler", "cluster", "--task", "link"], "'--task': does not apply to --sampler cluster"),
-    (["--sampler", "cluster", "--num-clusters", "0"], "'--num-clusters': must be an integer"),
+    (["--sampler", "cluster", "--num-clusters", "0"], "'--num-clusters': must be 'auto' (sized from the graph) or an"),
     (["--num-clusters", "8"], "'--num-clusters': applies to --sampler cluster only"),
     (["--clusters-per-batch", "2"], "'--clusters-per-batch': applies to --sampler cluster only"),
 ])
@@ -102,3 +102,63 @@ def test_cluster_gcn_resume_is_bit_exact(nranks, comm, shared_tmp):
                            "--eval-every", "2", "--checkpoint-every", "1", "--checkpoint-dir", directory, *extra])
 
     assert_resume_bit_exact(comm, flags, shared_tmp, "cl")
+
+
+@pytest.mark.mpi(sizes=(2,))
+def test_auto_sizes_hold_the_target_share_of_neighbourhoods(nranks, comm, shared_tmp, monkeypatch):
+    from hpcgnn import DistGraph
+    from hpcgnn.sampling import subgraph
+    from hpcgnn.sampling.cluster import CLUSTER_NODES, ClusterSampler
+
+    monkeypatch.setattr(subgraph, "TARGET_SEEDS", 1)  # the share of neighbourhoods alone decides
+    path, _ = make_dataset(comm, shared_tmp, nranks, name="auto", num_nodes=1600, avg_degree=12, p_inside=0.6)
+    with DistGraph(path, comm) as graph:
+        sampler = ClusterSampler(graph, num_layers=2, seed=1)
+        local, c, q = sampler.local, sampler.num_clusters, sampler.clusters_per_batch
+        assert c == -(-local.num_nodes // CLUSTER_NODES) and 1 < q < c
+        target = subgraph.target_share(local)
+        assert target == min(0.5, 10 / local.mean_degree)
+        # the fewest clusters that hold the target share on the rank that needs most; the ranks agree
+        shares = comm.allgather(q / c)
+        assert max(shares) - min(shares) <= 1 / min(comm.allgather(c))
+        assert sampler.expected_share(q) >= target
+        assert any(comm.allgather(sampler.expected_share(q - 1) < target))
+        # the expected share is what random batches of q clusters hold (in-part in-edges of their nodes)
+        rng = np.random.default_rng(comm.rank)
+        held = total = 0
+        for _ in range(400):
+            batch = sampler.sample(graph, rng.permutation(c)[:q])
+            nodes = batch.input_gids - local.start
+            held += batch.blocks[0].indptr[-1]
+            total += local.in_degree[nodes].sum()
+        assert held / total == pytest.approx(sampler.expected_share(q), abs=0.02)
+
+
+@pytest.mark.mpi(sizes=(2,))
+def test_auto_batches_of_a_graph_with_few_labels_hold_every_loss_node(nranks, comm, shared_tmp):
+    from hpcgnn import DistGraph
+    from hpcgnn.sampling.cluster import ClusterSampler
+
+    path, _ = make_dataset(comm, shared_tmp, nranks, name="auto", num_nodes=1600, avg_degree=12, p_inside=0.6)
+    with DistGraph(path, comm) as graph:
+        sampler = ClusterSampler(graph, num_layers=2, seed=1)
+        assert sampler.local.is_seed.sum() < 1000  # fewer than a default batch: every one in each batch
+        assert sampler.clusters_per_batch == sampler.num_clusters
+        explicit = ClusterSampler(graph, num_layers=2, num_clusters=8, clusters_per_batch=2, seed=1)
+        assert (explicit.num_clusters, explicit.clusters_per_batch) == (8, 2)  # given sizes are kept
+
+
+def test_small_batches_of_given_sizes_are_warned_about(capsys):
+    from types import SimpleNamespace
+
+    from hpcgnn.sampling.subgraph import size_warning
+
+    local = SimpleNamespace(mean_degree=20.0, in_part_share=0.75, is_seed=np.ones(3000, dtype=bool))
+    size_warning(SimpleNamespace(rank=0), "--budget 100", local, 0.1, 50)
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("hpcgnn: warning: --budget 100: a batch holds 10% of a node's 20.0 in-part "
+                           "neighbours and 50 of 3,000 loss nodes; 25% of in-edges cross"), line
+    assert "'auto' sizes hold 50% and 1,000" in line and "\n" not in line
+    size_warning(SimpleNamespace(rank=0), "--budget 100", local, 0.5, 1000)  # as large as auto: nothing
+    size_warning(SimpleNamespace(rank=1), "--budget 100", local, 0.1, 50)  # rank 0 speaks for the job
+    assert capsys.readouterr().err == ""

@@ -120,7 +120,7 @@ def test_a_bad_budget_is_refused(tmp_path, text):
     from hpcgnn.runtime.errors import InputError
     from hpcgnn.training.config import parse_args
 
-    with pytest.raises(InputError, match="field '--budget': must be an integer .* or a share P%"):
+    with pytest.raises(InputError, match="field '--budget': must be 'auto' .* or an integer .* or a share P%"):
         parse_args(["--data", str(tmp_path), "--sampler", "saint-node", "--budget", text])
 
 
@@ -151,3 +151,38 @@ def test_saint_resume_is_bit_exact(nranks, comm, shared_tmp):
                            "--eval-every", "2", "--checkpoint-every", "1", "--checkpoint-dir", directory, *extra])
 
     assert_resume_bit_exact(comm, flags, shared_tmp, "saint")
+
+
+@pytest.mark.mpi(sizes=(2,))
+def test_an_auto_budget_is_the_least_that_holds_the_target_share(nranks, comm, shared_tmp, monkeypatch):
+    from hpcgnn import DistGraph
+    from hpcgnn.sampling import subgraph
+    from hpcgnn.sampling.saint import SaintSampler
+
+    monkeypatch.setattr(subgraph, "TARGET_SEEDS", 1)  # the share of neighbourhoods alone decides
+    path, _ = make_dataset(comm, shared_tmp, nranks, name="auto", num_nodes=1600, avg_degree=12, p_inside=0.6)
+    with DistGraph(path, comm) as graph:
+        for kind in KINDS:
+            sampler = SaintSampler(graph, kind, num_layers=2, presample=30, seed=1)
+            local = sampler.local
+            target = subgraph.target_share(local)
+            size = local.indices.shape[0] if kind == "edge" else local.num_nodes
+            # the ranks agree on a share of their parts (the one that needs the most sets it)
+            shares = comm.allgather(sampler.budget / size)
+            assert max(shares) - min(shares) <= 1.5 / min(comm.allgather(size)), (kind, shares)
+            assert sampler.auto and sampler.batch_share >= target - 0.03, (kind, sampler.batch_share, target)
+            smaller = SaintSampler(graph, kind, num_layers=2, budget=max(1, sampler.budget // 2), presample=30)
+            assert any(comm.allgather(smaller.batch_share < target)), (kind, smaller.batch_share, target)
+
+
+@pytest.mark.mpi(sizes=(2,))
+def test_auto_subgraphs_of_a_graph_with_few_labels_hold_most_loss_nodes(nranks, comm, shared_tmp):
+    from hpcgnn import DistGraph
+    from hpcgnn.sampling.saint import SEED_COVERAGE, SaintSampler
+
+    path, _ = make_dataset(comm, shared_tmp, nranks, name="auto", num_nodes=1600, avg_degree=12, p_inside=0.6)
+    with DistGraph(path, comm) as graph:
+        for kind in KINDS:
+            sampler = SaintSampler(graph, kind, num_layers=2, presample=30, seed=1)
+            seeds = sampler.local.is_seed.sum()
+            assert seeds < 1000 and sampler.batch_seeds >= SEED_COVERAGE * seeds - 0.05 * seeds, (kind, seeds)
