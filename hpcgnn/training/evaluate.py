@@ -104,7 +104,9 @@ def evaluate_checkpoint(args, comm) -> dict:
             raise InputError(None, "applies to node classification checkpoints (this one predicts links)",
                              "--save-predictions", True)
     elif "label" not in graph.ndata:
-        raise InputError(os.path.join(args.data, "meta.json"), "dataset lacks a node field", "node_fields", "label")
+        raise InputError(os.path.join(args.data, "meta.json"), "dataset has no node labels, and the checkpoint "
+                         "classifies nodes: evaluate it with --data set to a labelled dataset (the one it was "
+                         "trained on)", "node_fields", "label")
     sizes = link_dataset_sizes(graph) if link else dataset_sizes(graph, comm)
     saved.setdefault("task", task_of((0,), saved.get("num_classes")))  # older checkpoints: single-label only
     check_fits(path, saved, sizes, DATASET_KEYS + ("task",))
