@@ -3,7 +3,8 @@ it is intact.
 
 Without ``--verify`` only ``meta.json`` is read. ``--verify`` re-reads every part file and
 checks checksums and the format's invariants (with held-out edge sets for link prediction, theirs
-too); any mismatch is reported and the exit status is non-zero.
+too), then that the stored edges are the ones partitioned (meta.json's ``edge_digest``); any
+mismatch is reported and the exit status is non-zero.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import os
 import numpy as np
 
 from hpcgnn.prep import ondisk
+from hpcgnn.prep.edge_digest import EdgeDigest, csc_digest
 from hpcgnn.prep.graph import MASKS
 from hpcgnn.runtime.abort import entry_point
 from hpcgnn.runtime.errors import InputError
@@ -20,8 +22,9 @@ from hpcgnn.runtime.flags import CommandParser
 from hpcgnn.runtime.launch import check_single_process
 
 
-def verify(directory, meta: dict) -> list[str]:
-    """Local. Check every part file against ``meta.json``; return the problems found.
+def verify(directory, meta: dict, notes=None) -> list[str]:
+    """Local. Check every part file against ``meta.json``; return the problems found (and
+    append to ``notes``, when given, the checks that could not run, with why).
 
     Checked: file size and SHA-256; what loading checks (the file's objects, types, layouts and
     filters when it is opened, :meth:`ondisk.PartFile.problems`: attributes, every dataset's shape
@@ -36,7 +39,8 @@ def verify(directory, meta: dict) -> list[str]:
     evaluation edge's destination owned by its part, and no evaluation edge in any part's CSC
     (in either direction when ``link.symmetric``).
     A part that cannot be opened or read (truncated, corrupt) is one problem, and the others
-    are still checked.
+    are still checked. Last, once all of that passed, the stored edges themselves
+    (:func:`check_stored_edges`).
     """
     problems = []
     held_out = _held_out_keys(directory, meta, problems)
@@ -59,7 +63,60 @@ def verify(directory, meta: dict) -> list[str]:
         problems.append(f"orig_id misses {missing} of {meta['num_nodes']} nodes")
     if complete and not seen_edges.all():
         problems.append(f"eid misses {int((~seen_edges).sum())} of {meta['num_edges']} edges")
+    if problems and notes is not None:
+        notes.append("edge check not run: the part files fail the checks above")
+    elif not problems:
+        check_stored_edges(directory, meta, problems, notes)
     return problems
+
+
+EDGE_CHECK_SKIPPED = ("edge check skipped: meta.json has no edge_digest (the dataset was written before hpcgnn "
+                      "recorded one; partition it again to have its stored edges checked)")
+
+
+def check_stored_edges(directory, meta, problems, notes=None) -> None:
+    """Local. Whether the part files hold the edges that were partitioned, appending a mismatch
+    to ``problems`` as one line.
+
+    Each stored edge ``indices[k] -> node i`` is named by its endpoints' ``orig_id`` (every
+    part's ``orig_id`` loaded into one array of ``num_nodes`` ids, so any source resolves) and
+    hashed (:func:`~hpcgnn.prep.edge_digest.csc_digest`); the sum and count must equal
+    meta.json's ``edge_digest``, which the writer took from the cleaned edge list. This catches
+    what structure checks cannot: an edge given a wrong source or destination, edges swapped,
+    lost or repeated. The part files must already have passed :func:`verify`'s structural
+    checks. A dataset without ``edge_digest`` (written before it existed) is not checked, and
+    ``notes`` says so.
+    """
+    notes = notes if notes is not None else []
+    meta_path = os.path.join(os.fspath(directory), "meta.json")
+    entry = meta.get("edge_digest")
+    if entry is None:
+        notes.append(EDGE_CHECK_SKIPPED)
+        return
+    try:
+        recorded = EdgeDigest.from_meta(entry)
+    except ValueError as exc:
+        problems.append(str(InputError(meta_path, str(exc), "edge_digest", entry)))
+        return
+    try:
+        orig_of = np.empty(meta["num_nodes"], dtype=np.int64)
+        for part_id in range(meta["num_parts"]):
+            with ondisk.PartFile(directory, meta, part_id) as part:
+                start, end = part.node_range
+                orig_of[start:end] = part.read("orig_id")
+        stored = EdgeDigest()
+        for part_id in range(meta["num_parts"]):
+            with ondisk.PartFile(directory, meta, part_id) as part:
+                start, end = part.node_range
+                stored += csc_digest(part.read("indptr"), part.read("indices"), orig_of[start:end], orig_of)
+    except InputError as exc:  # a read that failed now, after the structural pass read it fine
+        problems.append(str(exc))
+        return
+    if stored != recorded:
+        problems.append(str(InputError(
+            meta_path, f"the part files do not hold the edges that were partitioned: theirs (in orig ids) are "
+            f"{stored.count} edges summing to {stored.to_meta()['sum']}; partition the input again", "edge_digest",
+            f"{recorded.count} edges summing to {entry['sum']}")))
 
 
 def _parts_agree_with_meta(directory, meta) -> bool:
@@ -231,7 +288,8 @@ def build_parser():
     parser = CommandParser(prog="hpcgnn inspect", description="Summarise a partitioned dataset; --verify checks it.")
     parser.add_argument("directory", help="dataset directory written by 'hpcgnn partition'")
     parser.add_argument("--verify", action="store_true",
-                        help="re-read every part: checksums, CSC invariants, id permutations")
+                        help="re-read every part: checksums, CSC invariants, id permutations, and the stored "
+                             "edges against meta.json's edge digest")
     parser.add_argument("--json", action="store_true", help="print meta.json (+ verification) as JSON")
     return parser
 
@@ -242,14 +300,17 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     check_single_process()
     meta = ondisk.read_meta(args.directory)
-    problems = verify(args.directory, meta) if args.verify else None
+    notes = []
+    problems = verify(args.directory, meta, notes) if args.verify else None
     if args.json:
         out = dict(meta)
         if problems is not None:
-            out["verify"] = {"ok": not problems, "problems": problems}
+            out["verify"] = {"ok": not problems, "problems": problems, "notes": notes}
         print(json.dumps(out, indent=1))
     else:
         print(describe(meta))
         if problems is not None:
             print("verify: OK" if not problems else "verify: FAILED\n  " + "\n  ".join(problems))
+            for note in notes:
+                print(f"verify: note: {note}")
     return 1 if problems else 0

@@ -62,15 +62,18 @@ def write_part_file(directory, arrays, part_id, num_parts, node_starts, edge_sta
             "sha256": ondisk.sha256_file(path)}
 
 
-def dataset_meta(name, num_nodes, node_starts, edge_starts, stats, files, specs, partitioner, source) -> dict:
+def dataset_meta(name, num_nodes, node_starts, edge_starts, stats, files, specs, partitioner, source,
+                 edge_digest=None) -> dict:
     """Local. meta.json of a partitioned dataset: ``stats`` (:func:`part_stats` of every part)
     and ``files`` (part id -> :func:`write_part_file`'s entry) become ``parts``; ``partitioner``
-    gets the edge cut and the imbalance of each count."""
+    gets the edge cut and the imbalance of each count; ``edge_digest`` (an
+    :class:`~hpcgnn.prep.edge_digest.EdgeDigest` of the edges the parts must hold, in orig ids)
+    becomes ``edge_digest``, which ``inspect --verify`` checks the stored edges against."""
     for part_id, part in enumerate(stats):
         part.update(files[part_id])
     cut = sum(p["cut_edges"] for p in stats)
     node_fields, edge_fields = specs
-    return {
+    meta = {
         "format": ondisk.FORMAT_NAME, "version": ondisk.FORMAT_VERSION, "graph_name": name,
         "num_nodes": int(num_nodes), "num_edges": int(edge_starts[-1]), "num_parts": len(stats),
         "node_starts": [int(x) for x in node_starts], "edge_starts": [int(x) for x in edge_starts],
@@ -83,3 +86,6 @@ def dataset_meta(name, num_nodes, node_starts, edge_starts, stats, files, specs,
         "source": source or {},
         "parts": stats,
     }
+    if edge_digest is not None:
+        meta["edge_digest"] = edge_digest.to_meta()
+    return meta

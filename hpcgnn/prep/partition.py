@@ -18,6 +18,7 @@ import numpy as np
 
 from hpcgnn import _csr
 from hpcgnn.prep import ondisk
+from hpcgnn.prep.edge_digest import graph_digest
 from hpcgnn.prep.edge_split import (
     DEFAULT_EVAL_NEGATIVES,
     PartLinks,
@@ -233,9 +234,11 @@ def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis"
     rank, size = (comm.rank, comm.size) if comm is not None else (0, 1)
     out_dir = os.path.abspath(os.fspath(out_dir))
     timings = {}
-    csc = relabel = info = None  # built on rank 0 only
+    csc = relabel = info = edge_digest = None  # built on rank 0 only
     if rank == 0:
         t0 = time.perf_counter()
+        # what the part files must hold, taken from the edge list before any writer step touches it
+        edge_digest = graph_digest(graph.src, graph.dst, graph.ndata.get(ORIG_ID))
         csc = build_csc(graph)
         log(f"in-edge CSC: {graph.num_nodes:,} nodes, {csc[1].shape[0]:,} edges")
         if release_input:
@@ -261,7 +264,7 @@ def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis"
 
     try:
         meta = _write_dataset(graph, csc, relabel, info, tmp_dir, num_parts, node_starts,
-                              edge_starts, comm, source, timings, checksums, log, feat_dtype)
+                              edge_starts, comm, source, timings, checksums, log, feat_dtype, edge_digest)
     except BaseException:
         remove_temp_dir(tmp_dir)
         raise
@@ -275,8 +278,9 @@ def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis"
 
 
 def _write_dataset(graph, csc, relabel, info, tmp_dir, num_parts, node_starts, edge_starts, comm,
-                   source, timings, checksums=True, log=silent, feat_dtype="float32"):
-    """Write the part files (rank r writes parts r, r + size, ...) and, on rank 0, meta.json."""
+                   source, timings, checksums=True, log=silent, feat_dtype="float32", edge_digest=None):
+    """Write the part files (rank r writes parts r, r + size, ...) and, on rank 0, meta.json
+    (with ``edge_digest``, rank 0's :class:`~hpcgnn.prep.edge_digest.EdgeDigest` of the edges)."""
     rank, size = (comm.rank, comm.size) if comm is not None else (0, 1)
     t0 = time.perf_counter()
     written, stats, specs = [], [], None
@@ -307,7 +311,8 @@ def _write_dataset(graph, csc, relabel, info, tmp_dir, num_parts, node_starts, e
     log(f"write {num_parts} part files from {size} rank{'s' if size > 1 else ''}")
 
     meta = dataset_meta(graph.name, graph.num_nodes, node_starts, edge_starts, stats, dict(written), specs,
-                        dict(info, writers=size, **{k: round(v, 3) for k, v in timings.items()}), source)
+                        dict(info, writers=size, **{k: round(v, 3) for k, v in timings.items()}), source,
+                        edge_digest)
     if graph.link is not None:
         meta["link"] = graph.link.meta()
     ondisk.write_meta(tmp_dir, meta)

@@ -1,3 +1,5 @@
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -78,3 +80,43 @@ def test_no_cache_inside_one_node(nranks, comm, shared_tmp):
         assert len(loader.cache) == 0  # every row is in this node's shared memory
         list(loader)
         assert loader.stats.remote_rows == loader.stats.network_bytes == 0
+
+
+class _Presampling:
+    """What :func:`hot_remote_rows` reads, made up: rows ``>= 100`` live on a rank of another node,
+    batch ``i``'s sampled inputs are ``inputs[i]``."""
+
+    def __init__(self, inputs):
+        self.inputs = [np.asarray(ids, dtype=np.int64) for ids in inputs]
+        self.window = SimpleNamespace(node_slot=np.array([0, -1]))  # rank 0 on this node, rank 1 elsewhere
+        self.book = SimpleNamespace(owner=lambda gids: (np.asarray(gids) >= 100).astype(np.int64))
+        self.comm = SimpleNamespace(rank=0)
+        self.sampled = 0
+
+    def batches(self, epoch):
+        return [np.array([index]) for index in range(len(self.inputs))]
+
+    def sample(self, graph, seeds, seed):
+        self.sampled += 1
+        return SimpleNamespace(input_gids=self.inputs[int(seeds[0])])
+
+
+def test_cache_holds_the_rows_the_presampling_counted_most():
+    from hpcgnn.loading.cache import READS_PER_SLOT, hot_remote_rows
+
+    # remote rows 100..107 read 1..8 times in an order unrelated to their ids; local rows read
+    # more often than any of them must not count
+    counts = {100: 5, 101: 8, 102: 1, 103: 6, 104: 3, 105: 7, 106: 2, 107: 4}
+    reads = np.repeat(list(counts), list(counts.values()))
+    reads = np.concatenate([reads, np.repeat([3, 7], 20)])
+    np.random.default_rng(0).shuffle(reads)
+    stub = _Presampling(np.array_split(reads, 3))
+    capacity = 4
+    assert sum(counts.values()) < READS_PER_SLOT * capacity  # every batch is counted
+    hot = hot_remote_rows(stub, stub, stub, stub, capacity)
+    assert stub.sampled == 3
+    assert hot.tolist() == [100, 101, 103, 105]  # the four most read (8, 7, 6, 5 times), sorted
+    # presampling stops once it has seen READS_PER_SLOT reads per slot: only the first batch counts
+    first = np.repeat([100, 101, 102], [2, READS_PER_SLOT - 1, 1])
+    stub = _Presampling([first, np.repeat([103], 50)])
+    assert hot_remote_rows(stub, stub, stub, stub, 1).tolist() == [101] and stub.sampled == 1

@@ -205,3 +205,57 @@ def test_inspect_verify_names_the_corrupt_dataset(copy_of):
     problems = inspection.verify(ds, meta)
     assert any("sha256" in p for p in problems)
     assert any(f"{ds / ondisk.part_file_name(0)}: field 'feat': corrupt data" in p for p in problems), problems
+
+
+# ------------------------------------------------------------ inspect --verify: the stored edges
+def rewrite_part(directory, part_id, change):
+    """Rewrite part ``part_id`` with ``change(arrays)`` applied, through the writer (valid fletcher32
+    checksums) and with meta.json's size and SHA-256 updated: a file every structural check accepts."""
+    path = directory / ondisk.part_file_name(part_id)
+    with h5py.File(path, "r") as h5:
+        arrays = {name: dset[()] for name, dset in h5.items()}
+        attrs = dict(h5.attrs)
+    change(arrays)
+    ondisk.write_part(path, arrays, attrs)
+
+    def update(meta):
+        meta["parts"][part_id].update(size=path.stat().st_size, sha256=ondisk.sha256_file(path))
+    edit_meta(directory, update)
+
+
+def test_verify_refuses_rewired_edges_that_every_structural_check_accepts(copy_of):
+    ds = copy_of(2)
+    meta = ondisk.read_meta(ds)
+    assert "edge_digest" in meta and inspection.verify(ds, meta) == []
+    # every edge of part 0 gets the next edge's source: indptr, counts, ranges and checksums all intact
+    rewrite_part(ds, 0, lambda arrays: arrays.__setitem__("indices", np.roll(arrays["indices"], 1)))
+    problems = inspection.verify(ds, ondisk.read_meta(ds))
+    assert len(problems) == 1 and "\n" not in problems[0], problems
+    assert f"{ds / 'meta.json'}: field 'edge_digest': the part files do not hold the edges" in problems[0]
+    proc = run("hpcgnn.inspect", str(ds), "--verify")
+    assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stderr
+    assert proc.stdout.split("verify: FAILED\n", 1)[1].strip() == problems[0]
+
+
+def test_verify_skips_the_edge_check_of_a_dataset_written_without_a_digest(copy_of):
+    ds = copy_of(1)
+    edit_meta(ds, lambda meta: meta.pop("edge_digest"))
+    notes = []
+    assert inspection.verify(ds, ondisk.read_meta(ds), notes) == []
+    assert notes == [inspection.EDGE_CHECK_SKIPPED]
+    proc = run("hpcgnn.inspect", str(ds), "--verify")
+    assert proc.returncode == 0 and "verify: OK" in proc.stdout
+    assert f"verify: note: {inspection.EDGE_CHECK_SKIPPED}" in proc.stdout
+
+
+@pytest.mark.parametrize("entry,why", [("0x0", "must be an object"), ({"scheme": "md5", "count": 1, "sum": "0x0"},
+                                                                       "unknown scheme"),
+                                       ({"count": -1}, "count"), ({"sum": "12"}, "sum")])
+def test_verify_names_a_malformed_edge_digest(copy_of, entry, why):
+    ds = copy_of(1)
+
+    def change(meta):
+        meta["edge_digest"] = dict(meta["edge_digest"], **entry) if isinstance(entry, dict) else entry
+    edit_meta(ds, change)
+    problems = inspection.verify(ds, ondisk.read_meta(ds))
+    assert len(problems) == 1 and f"{ds / 'meta.json'}: field 'edge_digest': " in problems[0] and why in problems[0]

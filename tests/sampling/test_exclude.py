@@ -7,7 +7,7 @@ from scipy.stats import chisquare
 from hpcgnn.testing.datasets import make_dataset, oracle
 
 
-def _pairs_of_blocks(batch):
+def block_edges(batch):
     """Every (dst gid, src gid) edge of every block of a MiniBatch."""
     pairs = []
     nodes = batch.input_gids
@@ -42,7 +42,7 @@ def test_no_block_holds_a_positive_or_its_reverse(nranks, comm, shared_tmp, fano
             view = ExcludedEdges(g, src, dst)
             seeds = np.unique(np.concatenate([src, dst]))
             batch = sampler.sample(view, seeds, seed=trial)
-            got = _pairs_of_blocks(batch)
+            got = block_edges(batch)
             banned = set(zip(dst.tolist(), src.tolist())) | set(zip(src.tolist(), dst.tolist()))
             assert not banned & set(map(tuple, got.tolist()))
             # every seed keeps its fanout among the in-edges left to it (the seeds' own hop)
@@ -52,7 +52,7 @@ def test_no_block_holds_a_positive_or_its_reverse(nranks, comm, shared_tmp, fano
             assert np.array_equal(np.diff(top.indptr), want)
         # without exclusion the same batch does read the positives: the check above can fail
         plain = NeighborSampler([-1, -1]).sample(g, seeds, seed=0)
-        assert banned & set(map(tuple, _pairs_of_blocks(plain).tolist()))
+        assert banned & set(map(tuple, block_edges(plain).tolist()))
 
 
 @pytest.mark.mpi(sizes=(1, 2))

@@ -1,10 +1,11 @@
 """Writing the partitioned dataset from a graph spread over the ranks.
 
 The on-disk result is the serial writer's (:mod:`hpcgnn.prep.ondisk`): part ``p`` owns a
-contiguous range of new ids, nodes keep their input order inside a part, and ``eid`` numbers
-the cleaned edge list. Part ``p`` is assembled and written by rank ``p % K``: every rank sends
-it the rows of its nodes in ``p`` and the in-edges of those nodes, so no rank ever holds more
-than its parts' share of the graph.
+contiguous range of new ids, nodes keep their input order inside a part, ``eid`` numbers the
+cleaned edge list, and meta.json's ``edge_digest`` is that edge list's digest in orig ids
+(:mod:`hpcgnn.prep.edge_digest`), taken before the writer renumbers anything. Part ``p`` is
+assembled and written by rank ``p % K``: every rank sends it the rows of its nodes in ``p``
+and the in-edges of those nodes, so no rank ever holds more than its parts' share of the graph.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import numpy as np
 from hpcgnn.prep import ondisk
 from hpcgnn.prep.dist.blocks import fetch, send_to_owners, starts_from_counts
 from hpcgnn.prep.dist.spread import SpreadGraph
+from hpcgnn.prep.edge_digest import EdgeDigest, graph_digest
 from hpcgnn.prep.feat_dtype import encode, encoding_of
 from hpcgnn.prep.graph import ORIG_ID
 from hpcgnn.prep.part_files import dataset_meta, field_specs, part_stats, write_part_file
@@ -39,6 +41,19 @@ def new_ids(comm, part, num_parts) -> tuple[np.ndarray, np.ndarray]:
     return node_starts, new_id
 
 
+def spread_digest(comm, graph: SpreadGraph, orig) -> EdgeDigest:
+    """Collective over comm. The :class:`~hpcgnn.prep.edge_digest.EdgeDigest` of the edges of
+    ``graph`` in orig ids (``orig``: this block's), the same value the serial writer records
+    for the same cleaned graph: a source's orig id is read from its owner, a destination's is local."""
+    first = graph.block(comm.rank)[0]
+    if ORIG_ID in graph.ndata:
+        src = fetch(comm, graph.src, graph.starts, orig)
+        dst = orig[graph.dst - first]
+    else:  # orig ids are the ids: nothing to look up
+        src, dst = graph.src, graph.dst
+    return graph_digest(src, dst).allreduce(comm)
+
+
 def write_spread(comm, graph: SpreadGraph, part, num_parts, out_dir, partitioner: dict, source: dict,
                  checksums=True, feat_dtype="float32", log=silent) -> dict | None:
     """Collective over comm. Write ``graph`` split by ``part`` (the part of every block node)
@@ -54,6 +69,7 @@ def write_spread(comm, graph: SpreadGraph, part, num_parts, out_dir, partitioner
     edge_starts = starts_from_counts(edge_counts)
     edge_offset = comm.exscan(graph.num_local_edges) or 0  # None on rank 0
     orig = graph.ndata.get(ORIG_ID, np.arange(first, first + part.shape[0], dtype=np.int64))
+    edge_digest = spread_digest(comm, graph, orig)
     fields = {k: v for k, v in graph.ndata.items() if k != ORIG_ID}
     writer = (part % comm.size).astype(np.int32)
     nodes = send_to_owners(comm, writer, new_id, orig, *fields.values())
@@ -86,7 +102,7 @@ def write_spread(comm, graph: SpreadGraph, part, num_parts, out_dir, partitioner
         meta = dataset_meta(graph.name, graph.num_nodes, node_starts, edge_starts, [w[1] for w in written],
                             {w[0]: w[2] for w in written}, written[0][3],
                             dict(partitioner, writers=comm.size, write_s=round(time.perf_counter() - t0, 3)),
-                            source)
+                            source, edge_digest)
         ondisk.write_meta(tmp_dir, meta)
         replace_dir(tmp_dir, out_dir)
     comm.barrier()
