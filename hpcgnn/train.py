@@ -13,7 +13,9 @@ def main(argv=None):
     args = parse_args(argv)
     from hpcgnn.training.loop import run  # deferred: torch, once the flags are parsed (fast --help)
 
-    comm = start_world()  # one world: never several one-rank copies writing the same checkpoints
+    # one world: never several one-rank copies writing the same checkpoints; a rank stopped while the
+    # job starts (MPI_Init, opening the dataset) ends it, as one stopped while it trains does
+    comm = start_world(watchdog_s=args.watchdog_s, prog="hpcgnn train")
     keep_heap_memory()
     run(args, comm)
     return 0

@@ -35,10 +35,19 @@ from hpcgnn.prep.read import add_reader_arguments, detect_format, read_graph, re
 from hpcgnn.prep.transform import prepare
 from hpcgnn.runtime.abort import entry_point
 from hpcgnn.runtime.errors import InputError
-from hpcgnn.runtime.files import make_temp_dir, remove_temp_dir, replace_dir
-from hpcgnn.runtime.flags import COUNT, MAX_PARTS, MAX_REPEATS, SEED, CommandParser, Domain
+from hpcgnn.runtime.files import (
+    forget,
+    make_parent_dir,
+    make_temp_dir,
+    remove_temp_dir,
+    replace_dir,
+    track_temporary,
+)
+from hpcgnn.runtime.flags import COUNT, MAX_PARTS, MAX_REPEATS, MAX_SECONDS, SEED, CommandParser, Domain
 from hpcgnn.runtime.launch import launcher_tasks, start_world
+from hpcgnn.runtime.lock import FileLock, held_by_rank0
 from hpcgnn.runtime.stages import StageLog, silent
+from hpcgnn.runtime.watchdog import DEFAULT_TIMEOUT_S, beat, end_phase
 
 METHODS = ("metis", "random", "multilevel", "ldg", "kaminpar")
 #: the methods run with the graph spread over the ranks (prep/dist)
@@ -261,6 +270,7 @@ def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis"
     if comm is not None:
         plan = comm.bcast(plan, root=0)
     tmp_dir, node_starts, edge_starts = plan
+    track_temporary(tmp_dir)  # whichever rank ends the job (a signal, a failure) removes it
 
     try:
         meta = _write_dataset(graph, csc, relabel, info, tmp_dir, num_parts, node_starts,
@@ -270,6 +280,7 @@ def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis"
         raise
     if rank != 0:
         comm.barrier()
+        forget(tmp_dir)  # renamed into place by rank 0
         return None
     replace_dir(tmp_dir, out_dir)
     if comm is not None:
@@ -401,7 +412,14 @@ def build_parser():
                              "the part files, each rank's feature memory and the bytes batches gather and RMA moves "
                              "(training reads them as float32, or as bfloat16 under --precision bf16)")
     parser.add_argument("--name", help="graph name recorded in meta.json (default: input file name)")
-    parser.add_argument("--force", action="store_true", help="replace an existing output directory")
+    parser.add_argument("--force", action="store_true",
+                        help="replace an existing output directory (never one another run is writing: the "
+                             "output is locked while a run writes it)")
+    parser.add_argument("--watchdog-s", type=Domain(float, gt=0, le=MAX_SECONDS, special={0: "never"}),
+                        default=DEFAULT_TIMEOUT_S,
+                        help="under MPI, end the job naming the rank when a rank stops answering (stopped, "
+                             "frozen, or never through MPI_Init) for this many seconds; ranks waiting on rank 0's "
+                             "reading and partitioning are not stopped (0: never)")
     clean = parser.add_argument_group("clean-up (applied in this order)")
     clean.add_argument("--remove-self-loops", action="store_true")
     clean.add_argument("--symmetrize", action="store_true",
@@ -436,7 +454,7 @@ def build_parser():
 def main(argv=None):
     """Local. Command line of ``hpcgnn partition`` (collective when run under MPI)."""
     args = build_parser().parse_args(argv)
-    comm = _world_if_parallel()
+    comm = _world_if_parallel(args.watchdog_s)
     rank = comm.rank if comm is not None else 0
     for flag, value in (("--eval-negatives", args.eval_negatives), ("--eval-negatives-kind", args.eval_negatives_kind)):
         if value is not None and args.edge_split is None:
@@ -455,15 +473,19 @@ def main(argv=None):
         return _main_distributed(args, comm, out_dir, log)
     if args.coarse_nodes is not None:
         raise InputError(None, "applies only with --method multilevel", "--coarse-nodes", args.coarse_nodes)
-    if rank == 0:
-        if os.path.exists(out_dir) and not args.force:
-            raise InputError(out_dir, "output exists (pass --force to replace it)", "--out", args.out)
-        graph, source = load_prepared(args, log)
-        if args.parts > graph.num_nodes:
-            raise InputError(args.input, f"more parts than nodes ({graph.num_nodes})", "--parts", args.parts)
-    meta = partition_graph(graph, out_dir, args.parts, args.method, args.seed, comm=comm,
-                           source=source, release_input=True, keep_degree=args.keep_degree, log=log,
-                           balance=args.balance, feat_dtype=args.feat_dtype)
+    with output_lock(comm, out_dir):
+        if rank == 0:
+            if os.path.exists(out_dir) and not args.force:
+                raise InputError(out_dir, "output exists (pass --force to replace it)", "--out", args.out)
+            beat(f"reading {args.input}")
+            graph, source = load_prepared(args, log)
+            if args.parts > graph.num_nodes:
+                raise InputError(args.input, f"more parts than nodes ({graph.num_nodes})", "--parts", args.parts)
+        beat("partitioning and writing" if rank == 0 else "waiting for rank 0's partitioning, then writing")
+        meta = partition_graph(graph, out_dir, args.parts, args.method, args.seed, comm=comm,
+                               source=source, release_input=True, keep_degree=args.keep_degree, log=log,
+                               balance=args.balance, feat_dtype=args.feat_dtype)
+    end_phase()
     if rank == 0:
         _print_summary(out_dir, meta, log)
     return 0
@@ -472,12 +494,31 @@ def main(argv=None):
 def _main_distributed(args, comm, out_dir, log):
     from hpcgnn.prep.dist.pipeline import partition_distributed  # deferred: it builds on this module
     comm = comm or start_world()
-    if comm.rank == 0 and os.path.exists(out_dir) and not args.force:
-        raise InputError(out_dir, "output exists (pass --force to replace it)", "--out", args.out)
-    meta = partition_distributed(comm, args, out_dir, log)
+    with output_lock(comm, out_dir):
+        if comm.rank == 0 and os.path.exists(out_dir) and not args.force:
+            raise InputError(out_dir, "output exists (pass --force to replace it)", "--out", args.out)
+        beat(f"reading {args.input}, partitioning and writing")
+        meta = partition_distributed(comm, args, out_dir, log)
+    end_phase()
     if comm.rank == 0:
         _print_summary(out_dir, meta, log)
     return 0
+
+
+def output_lock(comm, out_dir):
+    """Collective over comm (None: this process alone). Hold the lock of the output directory
+    ``out_dir`` (``.<name>.lock`` beside it, :class:`~hpcgnn.runtime.lock.FileLock`) on rank 0
+    while the body runs: a second run writing the same output is refused in one line naming
+    the holder, ``--force`` or not (two runs would each replace the other's dataset)."""
+    path = os.path.join(os.path.dirname(out_dir), "." + os.path.basename(out_dir) + ".lock")
+    in_use = f"the output {out_dir} is being written by another partition run"
+    remedy = "wait for it to end (the lock of a run that died is taken over by the next run)"
+
+    def take():
+        make_parent_dir(out_dir)  # an impossible output is refused naming it, not its lock
+        return FileLock(path, in_use=in_use, remedy=remedy)
+
+    return held_by_rank0(comm, take, out_dir)
 
 
 def _print_summary(out_dir, meta, log):
@@ -581,13 +622,14 @@ def check_drawn_split(graph: Graph, input_path, split):
                          "larger training fraction or per-class count", "--split", split)
 
 
-def _world_if_parallel():
-    """MPI's world communicator when launched by mpirun/srun with more than one rank.
+def _world_if_parallel(watchdog_s=0.0):
+    """MPI's world communicator when launched by mpirun/srun with more than one rank, its ranks
+    watched by the start-up watchdog (:func:`~hpcgnn.runtime.launch.start_world`) until the end.
 
     Several one-rank copies (srun without a PMI the MPI library speaks) are refused: each would
     partition alone and replace the others' output directory.
     """
     if launcher_tasks() is None:  # a plain `python -m`: serial, without initialising MPI
         return None
-    world = start_world()
+    world = start_world(watchdog_s=watchdog_s, prog="hpcgnn partition")
     return world if world.size > 1 else None

@@ -7,9 +7,15 @@ path here calls ``MPI_Abort`` when the world has more than one rank. Every entry
 
 - an :class:`~hpcgnn.runtime.errors.InputError` into ``prog: error: <file>: <problem>``, exit 2;
 - an OS error (read-only or full output, missing file) into one line naming the file, exit 2;
-- SIGTERM (SLURM's cancel and time limit) and SIGINT into the removal of every unfinished
-  temporary file or directory, one line, exit 128 + the signal number;
+- SIGTERM (SLURM's cancel and time limit), SIGINT and SIGHUP (a closed terminal) into the
+  removal of every unfinished temporary file or directory, one line, exit 128 + the signal
+  number;
 - any other exception into the traceback, prefixed with the rank, exit 1.
+
+Every one of these paths removes this rank's unfinished temporaries before it ends the job:
+``MPI_Abort`` kills the other ranks with SIGKILL, so they cannot remove theirs. A temporary
+directory that several ranks write into is therefore tracked by each of them
+(:func:`hpcgnn.runtime.files.track_temporary`), so whichever rank ends the job removes it.
 """
 from __future__ import annotations
 
@@ -18,8 +24,10 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 
+from hpcgnn.runtime.comm import ENDING_SIGNALS
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.failure_report import abort_job, end_job
 from hpcgnn.runtime.files import os_error_in, os_reason, remove_temporaries
@@ -29,6 +37,9 @@ _as_program = False
 _unraisable_noted = False
 _signals_installed = False
 _collective_entry = False
+# set by the signal thread when a signal is ending the process: the main thread, which keeps
+# running meanwhile, must neither finish the command (exit 0) nor report a failure of its own
+_terminating = threading.Event()
 # How long ranks that get a signal together (SLURM signals every task) wait for each other to
 # finish removing their temporaries before the job ends.
 PEER_CLEANUP_S = 1.0
@@ -76,7 +87,9 @@ def fail(prog, message, status=2):
     In a job of several ranks the line is printed once for the job when every rank fails with
     it (:func:`hpcgnn.runtime.failure_report.end_job`).
     """
+    _await_termination()
     line = f"{prog}: error: {message}"
+    remove_temporaries()
     world = _launched_world()
     if world is not None and world.size > 1:
         try:
@@ -93,7 +106,9 @@ def fail(prog, message, status=2):
 
 def crash(exc_type, exc, tb):
     """Local. Print a traceback prefixed with the rank, then end the whole MPI job (status 1)."""
+    _await_termination()
     text = "".join(traceback.format_exception(exc_type, exc, tb))
+    remove_temporaries()
     prefix = _rank_prefix()
     sys.stderr.write("".join(prefix + line + "\n" for line in text.rstrip().splitlines()))
     sys.stderr.flush()
@@ -175,7 +190,16 @@ def run_program(main):
         sys.stdout.flush()  # here, so a reader that left early is noticed below
     except BrokenPipeError:
         reader_gone()
+    _await_termination()
     sys.exit(status)
+
+
+def _await_termination():
+    """When a signal is ending the process, leave it to the signal thread (which ends it): the
+    main thread that finished or failed meanwhile must not exit 0 or report its own line."""
+    if _terminating.is_set() and threading.current_thread() is threading.main_thread():
+        while True:
+            time.sleep(1)
 
 
 def reader_gone():
@@ -208,7 +232,7 @@ def install_abort_hook(comm=None, main_thread=True):
 
 
 def handle_termination(prog):
-    """Local. On SIGTERM or SIGINT: remove unfinished temporaries, print one line, end the job.
+    """Local. On SIGTERM, SIGINT or SIGHUP: remove unfinished temporaries, print one line, end the job.
 
     The work is done by a thread woken through :func:`signal.set_wakeup_fd`, so it happens
     even while the main thread waits inside an MPI call (mpi4py releases the GIL there). A
@@ -221,7 +245,7 @@ def handle_termination(prog):
     read_fd, write_fd = os.pipe()
     os.set_blocking(write_fd, False)
     signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
-    for signum in (signal.SIGTERM, signal.SIGINT):
+    for signum in ENDING_SIGNALS:
         signal.signal(signum, _note_signal)
     # a file-size limit should fail the write (EFBIG, reported as one line), not kill the rank
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -229,7 +253,7 @@ def handle_termination(prog):
     def watch():
         while True:
             data = os.read(read_fd, 1)
-            if data and data[0] in (signal.SIGTERM, signal.SIGINT):
+            if data and data[0] in ENDING_SIGNALS:
                 _terminate(prog, data[0])
 
     threading.Thread(target=watch, name="hpcgnn-signals", daemon=True).start()
@@ -241,7 +265,8 @@ def _note_signal(signum, frame):
 
 
 def _terminate(prog, signum):
-    removed = remove_temporaries()
+    _terminating.set()
+    removed = remove_temporaries(final=True)
     what = f"; removed {len(removed)} unfinished output(s)" if removed else ""
     line = f"{prog}: error: stopped by {signal.Signals(signum).name}{what}"
     world = _world()

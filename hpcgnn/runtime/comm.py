@@ -6,6 +6,8 @@ thread makes MPI calls), so ``import hpcgnn`` never initialises MPI.
 from __future__ import annotations
 
 import os
+import signal
+import threading
 
 FORCE_RMA_ENV = "HPCGNN_FORCE_RMA"
 
@@ -20,9 +22,33 @@ def mpi():
 
         mpi4py.rc.thread_level = "multiple"
         _thread_level_set = True
+        handlers = _python_signal_handlers()
+        from mpi4py import MPI  # deferred: as above
+
+        _restore_signal_handlers(handlers)
     from mpi4py import MPI  # deferred: as above
 
     return MPI
+
+
+#: the signals that end a process by default and that a user or a batch system sends to stop one:
+#: their handlers (:func:`hpcgnn.runtime.abort.handle_termination`) must survive MPI_Init
+ENDING_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def _python_signal_handlers():
+    return {signum: signal.getsignal(signum) for signum in ENDING_SIGNALS}
+
+
+def _restore_signal_handlers(handlers):
+    """MPI_Init (MPICH's singleton start, its network layer) installs its own handler for some of
+    these signals behind Python's back: SIGHUP then no longer reaches the process's handler. Set
+    Python's again (only the main thread can)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum, handler in handlers.items():
+        if callable(handler):
+            signal.signal(signum, handler)
 
 
 def world():

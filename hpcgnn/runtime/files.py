@@ -19,13 +19,35 @@ import uuid
 from hpcgnn.runtime.errors import InputError
 
 _temporaries: set[str] = set()
+# what remove_temporaries removed: a writer still running (the main thread, while the signal
+# thread ends the job) must not recreate a directory that is gone on purpose
+_removed: set[str] = set()
+# set once the process is being ended by a signal: a temporary made after the cleanup ran would
+# be left behind, so making one fails (and removes it)
+_ending = False
 _cleanups: list = []
 _lock = threading.Lock()
 
 
 def _register(path):
     with _lock:
-        _temporaries.add(path)
+        if not _ending:
+            _temporaries.add(path)
+            return
+        _removed.add(path)
+    _remove(path)
+    raise InterruptedError(errno.EINTR, "the process is being stopped", path)
+
+
+def track_temporary(path):
+    """Local. Remove ``path`` too if this process ends by a signal or a failure; returns ``path``.
+
+    For a temporary directory another rank made (:func:`make_temp_dir` on rank 0, broadcast):
+    ``MPI_Abort`` kills the other ranks without their cleanup, so every rank that writes into
+    it must be able to remove it, and none recreates it once removed (:func:`atomic_path`).
+    """
+    _register(os.path.abspath(os.fspath(path)))
+    return path
 
 
 def forget(path):
@@ -48,15 +70,20 @@ def cancel_on_termination(cleanup):
             _cleanups.remove(cleanup)
 
 
-def remove_temporaries() -> list[str]:
+def remove_temporaries(final=False) -> list[str]:
     """Local. Remove every temporary file and directory this process has not finished, and run
     the cleanups registered with :func:`on_termination`; returns the paths removed.
 
     Safe to call from a signal-handling thread: a writer still holding a removed file open
-    only writes into an unlinked inode.
+    only writes into an unlinked inode, and none makes a removed directory again. With
+    ``final`` (the process is being ended while its main thread still runs), a temporary made
+    or tracked from now on is removed at once and its writer fails.
     """
+    global _ending
     with _lock:
+        _ending = _ending or final
         paths = sorted(_temporaries)
+        _removed.update(paths)
         _temporaries.clear()
         cleanups = list(_cleanups)
         _cleanups.clear()
@@ -64,12 +91,16 @@ def remove_temporaries() -> list[str]:
         with contextlib.suppress(Exception):
             cleanup()
     for path in paths:
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+        _remove(path)
     return paths
+
+
+def _remove(path):
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 @contextlib.contextmanager
@@ -138,12 +169,18 @@ def collective_atomic_path(path, comm, suffix="", committing=None):
 def _new_temp_file(path, suffix) -> str:
     """A fresh temporary file beside ``path``, tracked until renamed or removed."""
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
+    if not _inside_temporary(directory):  # one removed by a peer's abort stays removed
+        os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp" + suffix, dir=directory)
     _register(tmp)
     os.close(fd)
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a dataset should be shareable
     return tmp
+
+
+def _inside_temporary(directory) -> bool:
+    with _lock:
+        return any(directory == t or directory.startswith(t + os.sep) for t in _temporaries | _removed)
 
 
 def _discard(tmp):
@@ -228,16 +265,26 @@ def _umask():
     return mask
 
 
+def make_parent_dir(final_dir):
+    """Local. Make the directory ``final_dir`` will be created in; one line naming ``final_dir``
+    if that cannot be done."""
+    final_dir = os.path.abspath(os.fspath(final_dir))
+    try:
+        os.makedirs(os.path.dirname(final_dir), exist_ok=True)
+    except FileExistsError:  # makedirs met a file where a directory belongs
+        raise InputError(final_dir, "cannot create the output directory (a component of the path is a file)") from None
+    except OSError as exc:
+        raise InputError(final_dir, f"cannot create the output directory ({os_reason(exc)})") from None
+
+
 def make_temp_dir(final_dir):
     """Local. A fresh, empty sibling directory of ``final_dir`` to build it in (tracked until
     :func:`replace_dir` or :func:`forget`)."""
     final_dir = os.path.abspath(os.fspath(final_dir))
+    make_parent_dir(final_dir)
     try:
-        os.makedirs(os.path.dirname(final_dir), exist_ok=True)
         tmp = tempfile.mkdtemp(prefix="." + os.path.basename(final_dir) + ".tmp-",
                                dir=os.path.dirname(final_dir))
-    except FileExistsError:  # makedirs met a file where a directory belongs
-        raise InputError(final_dir, "cannot create the output directory (a component of the path is a file)") from None
     except OSError as exc:
         raise InputError(final_dir, f"cannot create the output directory ({os_reason(exc)})") from None
     _register(tmp)

@@ -11,9 +11,11 @@ and stops with one line naming the launcher's variable and the remedy.
 from __future__ import annotations
 
 import os
+import sys
 
 from hpcgnn.runtime.comm import world
 from hpcgnn.runtime.errors import InputError
+from hpcgnn.runtime.watchdog import init_timer, start_phase
 
 #: (tasks, this task's index) as each launcher exports them, the MPI launchers' own first:
 #: their numbers describe the world MPI builds, while under ``mpiexec`` inside an allocation
@@ -60,22 +62,33 @@ def check_world(comm, environ=None):
                      f"{remedy}", name, tasks)
 
 
-def start_world(environ=None):
+def start_world(environ=None, watchdog_s=0.0, prog="hpcgnn"):
     """Collective over MPI.COMM_WORLD. The world of an entry point (MPI is initialised here).
 
     It is checked to be the one world the launcher started (:func:`check_world`); then, once
     every rank has attached it, the name of MPICH's start-up shared memory is unlinked
     (:func:`unlink_mpi_segments`), so that no way of ending the job leaves it behind.
 
+    With ``watchdog_s`` > 0 (``--watchdog-s``) a rank of several stopped while the job starts
+    ends the job instead of leaving the others waiting: ``MPI_Init`` is timed by
+    :func:`~hpcgnn.runtime.watchdog.init_timer`, and from then on the ranks' liveness is watched
+    (:func:`~hpcgnn.runtime.watchdog.start_phase`) until the caller's own watchdog takes over.
+
     Raises
     ------
     InputError
         On every rank: the launcher started independent copies (see :func:`check_world`).
     """
-    comm = check_world(world(), environ)
+    launched = launcher_tasks(environ)
+    several = launched is not None and launched[1] > 1
+    initialised = sys.modules.get("mpi4py.MPI") is not None  # MPI_Init ran already: nothing to time
+    with init_timer(watchdog_s if several and not initialised else 0, prog):
+        comm = world()
+    comm = check_world(comm, environ)
     if comm.size > 1:
         comm.Barrier()  # every rank of the node has opened the segment by its name
         unlink_mpi_segments()
+        start_phase(comm, watchdog_s, prog)
     return comm
 
 

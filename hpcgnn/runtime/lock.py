@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import os
 import socket
@@ -320,7 +321,9 @@ def held_by_rank0(comm, take_lock, where=None):
     Rank 0 decides and every rank learns the outcome, so a refused run fails on every rank
     together (the error names ``where`` on the ranks that did not see it). The lock is
     released on the way out, also by an exception; the release is local, so a failing rank
-    never waits for the others there. Yields the lock on rank 0, None elsewhere.
+    never waits for the others there. A rank other than 0 that is ended by a signal or a
+    failure removes the job's lock too (``MPI_Abort`` then kills rank 0 before it can). Yields
+    the lock on rank 0, None elsewhere.
 
     Raises
     ------
@@ -337,8 +340,24 @@ def held_by_rank0(comm, take_lock, where=None):
         fail_together(comm, error, where)
     elif error is not None:
         raise error
+    release_for_rank0 = None
+    if comm is not None and comm.size > 1:
+        path, token = comm.bcast((lock.path, lock.holder["token"]) if lock is not None else None, root=0)
+        if lock is None:
+            release_for_rank0 = functools.partial(_remove_if_token, path, token)
+            on_termination(release_for_rank0)
     try:
         yield lock
     finally:
         if lock is not None:
             lock.release()
+        if release_for_rank0 is not None:
+            cancel_on_termination(release_for_rank0)
+
+
+def _remove_if_token(path, token):
+    """Remove the lock at ``path`` if it is still the one with ``token`` (this job's)."""
+    found = read_lock(path)
+    if found is not None and found[0].get("token") == token:
+        with contextlib.suppress(OSError):
+            os.unlink(path)

@@ -147,7 +147,7 @@ SIGNALLED = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["SIGTERM", "SIGINT", "SIGHUP"])
 @pytest.mark.parametrize("nranks", [1, 2])
 def test_a_signal_removes_unfinished_outputs_and_ends_the_job(nranks, signum, tmp_path):
     script = tmp_path / "signalled.py"
@@ -173,3 +173,56 @@ def test_a_signal_removes_unfinished_outputs_and_ends_the_job(nranks, signum, tm
     assert code != 0
     assert f"stopped by {signum.name}" in err, err
     assert os.listdir(out) == []
+
+
+SHARED = textwrap.dedent("""
+    import os, sys, time
+    from hpcgnn.runtime.abort import entry_point
+    from hpcgnn.runtime.comm import world
+    from hpcgnn.runtime.files import make_temp_dir, track_temporary
+    from hpcgnn.runtime.lock import FileLock, held_by_rank0
+
+    @entry_point("sigtest")
+    def main(argv=None):
+        comm = world()
+        out = sys.argv[1]
+        lock = os.path.join(out, ".dataset.lock")
+        with held_by_rank0(comm, lambda: FileLock(lock), out):
+            # rank 0 makes the output's temporary directory; every rank writes into it, as the
+            # partition writers do
+            tmp = comm.bcast(make_temp_dir(os.path.join(out, "dataset")) if comm.rank == 0 else None, root=0)
+            track_temporary(tmp)
+            with open(os.path.join(tmp, f"part-{comm.rank}.h5"), "wb") as fh:
+                fh.write(b"x" * (1 << 20))
+            open(os.path.join(sys.argv[2], f"ready-{comm.rank}"), "w").close()
+            time.sleep(120)
+        return 0
+
+    sys.exit(main())
+""")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+@pytest.mark.parametrize("target", [0, 1], ids=["rank0", "rank1"])
+def test_a_signal_to_one_rank_removes_the_jobs_shared_temporaries_and_lock(target, signum, tmp_path):
+    """MPI_Abort kills the other ranks with SIGKILL: the signalled rank alone must remove the
+    output directory every rank writes into, and the job's lock, whichever rank it is."""
+    script = tmp_path / "shared.py"
+    script.write_text(SHARED)
+    out, ready = tmp_path / "out", tmp_path / "ready"
+    out.mkdir()
+    ready.mkdir()
+    proc = launch(2, str(script), str(out), str(ready))
+    deadline = time.monotonic() + 60
+    while len(os.listdir(ready)) < 2 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    if len(os.listdir(ready)) < 2:
+        kill_tree(proc)
+        pytest.fail(f"the ranks did not get ready: {proc.communicate()[1][-2000:]}")
+    assert sorted(n.split("-")[0] for n in leftovers(out)) == [".dataset.lock", ".dataset.tmp"]
+    ranks = {int(p.environ()["PMI_RANK"]): p for p in ranks_of(proc, str(script))}
+    ranks[target].send_signal(signum)
+    code, _, err = finish(proc, timeout=60)
+    assert code != 0
+    assert f"stopped by {signum.name}" in err, err
+    assert os.listdir(out) == [], err

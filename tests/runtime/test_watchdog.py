@@ -166,3 +166,53 @@ def test_no_watchdog_message_when_every_rank_progresses(tmp_path):
     code, _, err = run_job(3, [str(script), "2"], timeout=90)
     assert code == 0, err
     assert "watchdog" not in err
+
+
+STOPPED_AT_START = textwrap.dedent("""
+    import os, signal, sys
+    from hpcgnn.runtime.launch import start_world
+
+    if os.environ.get("PMI_RANK") == "1":
+        os.kill(os.getpid(), signal.SIGSTOP)  # stopped before MPI_Init: rank 0 waits inside it
+    comm = start_world(watchdog_s=float(sys.argv[1]), prog="init-test")
+    print("MPI_Init returned", flush=True)
+""")
+
+
+def test_a_rank_stopped_before_mpi_init_ends_the_job(tmp_path):
+    # MPI_Init waits holding the interpreter lock: only the separate timer process can end it
+    line = watchdog_line(tmp_path, 2, STOPPED_AT_START, "2")
+    assert line.startswith("init-test: error: watchdog: MPI_Init did not return within 2s"), line
+    assert "rank 0" in line, line
+
+
+PHASE = textwrap.dedent("""
+    import sys, time
+    from hpcgnn.runtime.launch import start_world
+    from hpcgnn.runtime.watchdog import beat, end_phase
+
+    comm = start_world(watchdog_s=1.0, prog="phase-test")
+    if comm.rank == 0:
+        beat("partitioning")
+        time.sleep(4)  # long work of one rank (METIS): the other waits, answering, in a barrier
+    comm.Barrier()
+    end_phase()
+    print("done", comm.rank, flush=True)
+""")
+
+
+def test_the_liveness_watchdog_lets_ranks_wait_on_one_ranks_long_work(tmp_path):
+    script = tmp_path / "phase.py"
+    script.write_text(PHASE)
+    code, out, err = run_job(2, [str(script)], timeout=90)
+    assert code == 0, err
+    assert "watchdog" not in err
+    assert out.count("done") == 2, out  # both ranks got through (mpiexec may join their lines)
+
+
+def test_the_liveness_watchdog_names_a_stopped_rank(tmp_path):
+    source = PHASE.replace("time.sleep(4)", "import os, signal; os.kill(os.getpid(), signal.SIGSTOP)")
+    source = source.replace("if comm.rank == 0:", "if comm.rank == 1:")
+    line = watchdog_line(tmp_path, 2, source)
+    assert line.startswith("phase-test: error: watchdog: a rank stopped answering for 1s"), line
+    assert "rank 1 did not answer" in line and "rank 0 at" in line, line

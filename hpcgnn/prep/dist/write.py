@@ -21,7 +21,7 @@ from hpcgnn.prep.feat_dtype import encode, encoding_of
 from hpcgnn.prep.graph import ORIG_ID
 from hpcgnn.prep.part_files import dataset_meta, field_specs, part_stats, write_part_file
 from hpcgnn.runtime.comm import mpi
-from hpcgnn.runtime.files import make_temp_dir, remove_temp_dir, replace_dir
+from hpcgnn.runtime.files import forget, make_temp_dir, remove_temp_dir, replace_dir, track_temporary
 from hpcgnn.runtime.stages import silent
 
 
@@ -78,7 +78,8 @@ def write_spread(comm, graph: SpreadGraph, part, num_parts, out_dir, partitioner
                            np.arange(edge_offset, edge_offset + graph.num_local_edges, dtype=eid_type),
                            *graph.edata.values())
     del local_dst, writer
-    tmp_dir = comm.bcast(make_temp_dir(out_dir) if comm.rank == 0 else None, root=0)
+    # every rank tracks it: whichever rank ends the job (a signal, a failure) removes it
+    tmp_dir = track_temporary(comm.bcast(make_temp_dir(out_dir) if comm.rank == 0 else None, root=0))
     try:
         written = []
         for part_id in range(comm.rank, num_parts, comm.size):
@@ -106,6 +107,7 @@ def write_spread(comm, graph: SpreadGraph, part, num_parts, out_dir, partitioner
         ondisk.write_meta(tmp_dir, meta)
         replace_dir(tmp_dir, out_dir)
     comm.barrier()
+    forget(tmp_dir)
     return meta
 
 
