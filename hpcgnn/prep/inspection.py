@@ -3,19 +3,24 @@ it is intact.
 
 Without ``--verify`` only ``meta.json`` is read. ``--verify`` re-reads every part file and
 checks checksums and the format's invariants (with held-out edge sets for link prediction, theirs
-too), then that the stored edges are the ones partitioned (meta.json's ``edge_digest``); any
-mismatch is reported and the exit status is non-zero.
+too), then that the stored edges are the ones partitioned (meta.json's ``edge_digest``), and
+with ``--against INPUT`` that they are the input's, read and cleaned again; any mismatch is
+reported and the exit status is non-zero.
 """
 from __future__ import annotations
 
+import argparse
+import contextlib
+import io
 import json
 import os
 
 import numpy as np
 
 from hpcgnn.prep import ondisk
-from hpcgnn.prep.edge_digest import EdgeDigest, csc_digest
+from hpcgnn.prep.edge_digest import EdgeDigest, csc_digest, graph_digest
 from hpcgnn.prep.graph import MASKS
+from hpcgnn.prep.read import add_reader_arguments
 from hpcgnn.runtime.abort import entry_point
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.flags import CommandParser
@@ -99,16 +104,7 @@ def check_stored_edges(directory, meta, problems, notes=None) -> None:
         problems.append(str(InputError(meta_path, str(exc), "edge_digest", entry)))
         return
     try:
-        orig_of = np.empty(meta["num_nodes"], dtype=np.int64)
-        for part_id in range(meta["num_parts"]):
-            with ondisk.PartFile(directory, meta, part_id) as part:
-                start, end = part.node_range
-                orig_of[start:end] = part.read("orig_id")
-        stored = EdgeDigest()
-        for part_id in range(meta["num_parts"]):
-            with ondisk.PartFile(directory, meta, part_id) as part:
-                start, end = part.node_range
-                stored += csc_digest(part.read("indptr"), part.read("indices"), orig_of[start:end], orig_of)
+        stored = stored_digest(directory, meta)
     except InputError as exc:  # a read that failed now, after the structural pass read it fine
         problems.append(str(exc))
         return
@@ -117,6 +113,74 @@ def check_stored_edges(directory, meta, problems, notes=None) -> None:
             meta_path, f"the part files do not hold the edges that were partitioned: theirs (in orig ids) are "
             f"{stored.count} edges summing to {stored.to_meta()['sum']}; partition the input again", "edge_digest",
             f"{recorded.count} edges summing to {entry['sum']}")))
+
+
+def stored_digest(directory, meta) -> EdgeDigest:
+    """Local. The :class:`~hpcgnn.prep.edge_digest.EdgeDigest` of the edges the part files hold,
+    in orig ids (the files must have passed :func:`verify`'s structural checks)."""
+    orig_of = np.empty(meta["num_nodes"], dtype=np.int64)
+    for part_id in range(meta["num_parts"]):
+        with ondisk.PartFile(directory, meta, part_id) as part:
+            start, end = part.node_range
+            orig_of[start:end] = part.read("orig_id")
+    stored = EdgeDigest()
+    for part_id in range(meta["num_parts"]):
+        with ondisk.PartFile(directory, meta, part_id) as part:
+            start, end = part.node_range
+            stored += csc_digest(part.read("indptr"), part.read("indices"), orig_of[start:end], orig_of)
+    return stored
+
+
+#: meta.json ``source`` keys of the clean-up steps that change the edges, and their partition flags
+EDGE_CLEANUP_FLAGS = (("remove_self_loops", "--remove-self-loops"), ("symmetrize", "--symmetrize"),
+                      ("dedup", "--dedup"), ("largest_component", "--largest-component"))
+
+
+def input_digest(input_path, meta, reader_args=None) -> EdgeDigest:
+    """Local. The edge digest ``hpcgnn partition`` records for ``input_path``, computed anew: the
+    input read with the reader flags of ``reader_args`` (a namespace with
+    :func:`~hpcgnn.prep.read.add_reader_arguments`' attributes; meta.json's ``source.format``
+    when it names none) and cleaned as meta.json's ``source`` records (self loops, symmetrize,
+    dedup, largest component, and for link prediction the seeded held-out edge sets of ``link``),
+    by the partition command's own :func:`~hpcgnn.prep.partition.load_prepared`."""
+    from hpcgnn.prep.graph import ORIG_ID
+    from hpcgnn.prep.partition import build_parser, load_prepared  # deferred: the whole partitioning pipeline
+
+    source, link = _entry(meta, "source"), meta.get("link")
+    input_path = os.fspath(input_path)
+    argv = [input_path, "--out", input_path, "--parts", "1", "--split", "dataset"]  # node splits leave edges be
+    argv += [flag for key, flag in EDGE_CLEANUP_FLAGS if source.get(key) is True]
+    if link:
+        argv += ["--edge-split", str(source.get("edge_split")), "--split-seed", str(source.get("split_seed", 0)),
+                 "--eval-negatives", str(link["eval_negatives"]),
+                 "--eval-negatives-kind", str(link.get("negatives_kind", "corrupt"))]
+    args = build_parser().parse_args(argv)
+    readers = argparse.ArgumentParser(add_help=False)
+    add_reader_arguments(readers)
+    reader_dests = {action.dest for action in readers._actions}
+    for dest in reader_dests & set(vars(reader_args or argparse.Namespace())):
+        setattr(args, dest, getattr(reader_args, dest))
+    if args.format is None and isinstance(source.get("format"), str):
+        args.format = source["format"]
+    with contextlib.redirect_stdout(io.StringIO()):  # partition's notes on the input are not this command's
+        graph, _ = load_prepared(args)
+    return graph_digest(graph.src, graph.dst, graph.ndata.get(ORIG_ID))
+
+
+def check_against_input(directory, meta, input_path, problems, reader_args=None) -> None:
+    """Local. Whether the dataset's edges are ``input_path``'s, read and cleaned again
+    (:func:`input_digest`), appending a difference to ``problems`` as one line. Compared with
+    meta.json's ``edge_digest``, or, in a dataset written before it, with the part files' own
+    edges (:func:`stored_digest`); the part files must have passed :func:`verify`."""
+    entry = meta.get("edge_digest")
+    have = EdgeDigest.from_meta(entry) if entry is not None else stored_digest(directory, meta)
+    want = input_digest(input_path, meta, reader_args)
+    if want != have:
+        problems.append(str(InputError(
+            input_path, f"its edges, read and cleaned as meta.json's source says, are {want.count} edges summing to "
+            f"{want.to_meta()['sum']}, not the dataset's: pass the reader flags (--format, --delimiter, --id-base, "
+            "--relabel, ...) the partition was given, or partition this input again", "edges",
+            f"{have.count} edges summing to {have.to_meta()['sum']}")))
 
 
 def _parts_agree_with_meta(directory, meta) -> bool:
@@ -291,6 +355,11 @@ def build_parser():
                         help="re-read every part: checksums, CSC invariants, id permutations, and the stored "
                              "edges against meta.json's edge digest")
     parser.add_argument("--json", action="store_true", help="print meta.json (+ verification) as JSON")
+    parser.add_argument("--against", metavar="INPUT", default=None,
+                        help="with --verify: re-read the graph the dataset was partitioned from, clean it as "
+                             "meta.json's source says, and check the dataset holds exactly its edges (give the "
+                             "reader flags below that partition was given)")
+    add_reader_arguments(parser)
     return parser
 
 
@@ -300,8 +369,14 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     check_single_process()
     meta = ondisk.read_meta(args.directory)
+    if args.against is not None and not args.verify:
+        raise InputError(None, "applies only with --verify", "--against", args.against)
     notes = []
     problems = verify(args.directory, meta, notes) if args.verify else None
+    if args.against is not None and problems:
+        notes.append(f"input check not run: the dataset fails the checks above ({args.against} not read)")
+    elif args.against is not None:
+        check_against_input(args.directory, meta, args.against, problems, args)
     if args.json:
         out = dict(meta)
         if problems is not None:

@@ -1,6 +1,9 @@
 """Every partition writer stores exactly the cleaned input's edges, edge for edge in the input's
 ids, and records the digest of them that ``inspect --verify`` checks the part files against."""
+import argparse
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -9,7 +12,7 @@ from hpcgnn.prep import edge_digest, ondisk, transform
 from hpcgnn.prep.edge_digest import EdgeDigest, csc_digest, graph_digest, pairs_digest
 from hpcgnn.prep.generate import rmat_graph
 from hpcgnn.prep.graph import ORIG_ID, Graph
-from hpcgnn.prep.inspection import verify
+from hpcgnn.prep.inspection import check_against_input, verify
 from hpcgnn.prep.partition import partition_graph
 from hpcgnn.prep.read import write_npz
 from hpcgnn.testing.datasets import oracle
@@ -133,3 +136,57 @@ def test_distributed_writers_store_the_cleaned_edges(nranks, comm, shared_tmp):
         if comm.rank == 0:
             check_dataset(out, cleaned_edges(graph, **options))
         comm.barrier()
+
+
+# ------------------------------------------------------------------ inspect --verify --against INPUT
+def run(module, *args):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True, env=env,
+                          timeout=120)
+
+
+def write_edge_list(path, src, dst):
+    path.write_text("".join(f"{s} {d}\n" for s, d in zip(src, dst)))
+
+
+@pytest.fixture(scope="module")
+def edge_list_dataset(tmp_path_factory):
+    """An edge list with sparse ids (self loops, parallel edges, a stray component) partitioned by
+    the command with --relabel and clean-up, and the same edge list held out for link prediction."""
+    root = tmp_path_factory.mktemp("against")
+    graph = messy_graph(num_nodes=400, num_edges=2400)
+    ids = np.sort(np.random.default_rng(2).choice(10**9, graph.num_nodes, replace=False))  # the file's own ids
+    write_edge_list(root / "g.txt", ids[graph.src], ids[graph.dst])
+    for name, flags in (("plain", ["--remove-self-loops", "--largest-component"]),
+                        ("link", ["--symmetrize", "--edge-split", "0.8,0.1,0.1", "--eval-negatives", "5"])):
+        proc = run("hpcgnn.partition", root / "g.txt", "--relabel", "--parts", "2", "--out", root / name, *flags)
+        assert proc.returncode == 0, proc.stderr
+    return root
+
+
+def test_verify_against_the_input_reads_and_cleans_it_again(edge_list_dataset):
+    root = edge_list_dataset
+    reader = argparse.Namespace(relabel=True)
+    for name in ("plain", "link"):  # the link dataset's held-out edges are drawn again from the seed
+        meta = ondisk.read_meta(root / name)
+        problems = []
+        check_against_input(root / name, meta, root / "g.txt", problems, reader)
+        assert problems == [], (name, problems)
+    proc = run("hpcgnn.inspect", root / "plain", "--verify", "--against", root / "g.txt", "--relabel")
+    assert proc.returncode == 0 and "verify: OK" in proc.stdout and "note" not in proc.stdout, proc.stdout
+    # an input that differs in one edge's source is named in one line, with and without a recorded digest
+    lines = (root / "g.txt").read_text().splitlines()
+    first = lines[0].split()
+    other = next(line.split()[0] for line in lines if line.split()[0] != first[0])
+    lines[0] = f"{other} {first[1]}"
+    changed = root / "changed.txt"
+    changed.write_text("\n".join(lines) + "\n")
+    meta = ondisk.read_meta(root / "plain")
+    for recorded in (True, False):
+        if not recorded:
+            meta.pop("edge_digest")
+        problems = []
+        check_against_input(root / "plain", meta, changed, problems, reader)
+        assert len(problems) == 1 and problems[0].startswith(f"{changed}: field 'edges': its edges"), problems
+    proc = run("hpcgnn.inspect", root / "plain", "--against", root / "g.txt")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "'--against'" in proc.stderr, proc.stderr
