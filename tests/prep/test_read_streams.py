@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from hpcgnn.prep.dist.edgelist import read_edgelist_spread, splittable
+from hpcgnn.prep.dist.ingest import NpzArrays, read_h5graph_spread
 from hpcgnn.prep.read import detect_format, read_graph
 from hpcgnn.prep.read.edgelist import read_edgelist
 from hpcgnn.prep.read.nodetable import read_node_table
@@ -184,6 +185,15 @@ def test_a_pipe_where_a_seeking_reader_is_needed_is_refused_without_reading_it(t
     message = str(exc.value)
     assert "\n" not in message and str(path) in message and "is a pipe" in message, message
     assert "write it to a regular file first" in message, message
+
+
+@pytest.mark.parametrize("read", [lambda path: NpzArrays(path), lambda path: read_h5graph_spread(None, path),
+                                  lambda path: read_edgelist_spread(None, path)], ids=["npz", "h5graph", "edgelist"])
+def test_the_readers_by_rows_and_byte_ranges_refuse_a_pipe_without_opening_it(tmp_path, read):
+    path = tmp_path / "g"
+    os.mkfifo(path)  # no writer: an open would block
+    with pytest.raises(InputError, match="is a pipe.*write it to a regular file first"):
+        read(path)
 
 
 def test_the_parallel_reader_refuses_a_pipe(tmp_path):

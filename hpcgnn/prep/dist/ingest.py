@@ -20,6 +20,7 @@ from hpcgnn.prep.dist.blocks import block_starts, owner_of, send_to_owners
 from hpcgnn.prep.dist.spread import SpreadGraph, to_destination_owners, validate
 from hpcgnn.prep.graph import Graph
 from hpcgnn.prep.read.h5graph import H5GraphArrays
+from hpcgnn.prep.read.text import require_regular
 from hpcgnn.runtime.comm import mpi
 from hpcgnn.runtime.errors import InputError
 
@@ -39,6 +40,7 @@ class NpzArrays:
         self.path = os.fspath(path)
         if not os.path.exists(self.path):
             raise InputError(self.path, "file not found")
+        require_regular(self.path, "is read by rows, seeking in the archive")
         if not zipfile.is_zipfile(self.path):
             raise InputError(self.path, "not a .npz (zip) archive: empty, truncated or another kind of file",
                              "format", "npz")
@@ -116,6 +118,7 @@ def read_npz_spread(comm, path, name=None) -> SpreadGraph:
 def read_h5graph_spread(comm, path, name=None) -> SpreadGraph:
     """Collective over comm. Read a graph file (:mod:`hpcgnn.prep.read.h5graph`), each rank its
     chunks; validated as :func:`read_npz_spread` validates."""
+    require_regular(path, "is read by rows, seeking in the file")
     with H5GraphArrays(path) as arrays:
         stored = arrays.h5.attrs.get("name")
         stored = stored.decode() if isinstance(stored, bytes) else stored
