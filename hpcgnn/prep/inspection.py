@@ -19,7 +19,7 @@ import numpy as np
 
 from hpcgnn.prep import ondisk
 from hpcgnn.prep.edge_digest import EdgeDigest, csc_digest, graph_digest
-from hpcgnn.prep.graph import MASKS
+from hpcgnn.prep.graph import MASKS, ORIG_ID
 from hpcgnn.prep.read import add_reader_arguments
 from hpcgnn.runtime.abort import entry_point
 from hpcgnn.runtime.errors import InputError
@@ -143,7 +143,6 @@ def input_digest(input_path, meta, reader_args=None) -> EdgeDigest:
     when it names none) and cleaned as meta.json's ``source`` records (self loops, symmetrize,
     dedup, largest component, and for link prediction the seeded held-out edge sets of ``link``),
     by the partition command's own :func:`~hpcgnn.prep.partition.load_prepared`."""
-    from hpcgnn.prep.graph import ORIG_ID
     from hpcgnn.prep.partition import build_parser, load_prepared  # deferred: the whole partitioning pipeline
 
     source, link = _entry(meta, "source"), meta.get("link")
@@ -157,7 +156,7 @@ def input_digest(input_path, meta, reader_args=None) -> EdgeDigest:
     args = build_parser().parse_args(argv)
     readers = argparse.ArgumentParser(add_help=False)
     add_reader_arguments(readers)
-    reader_dests = {action.dest for action in readers._actions}
+    reader_dests = set(vars(readers.parse_args([])))
     for dest in reader_dests & set(vars(reader_args or argparse.Namespace())):
         setattr(args, dest, getattr(reader_args, dest))
     if args.format is None and isinstance(source.get("format"), str):

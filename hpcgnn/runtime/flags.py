@@ -21,6 +21,7 @@ required argument) is one line too, without the usage text, and under MPI one li
 from __future__ import annotations
 
 import argparse
+import copy
 import math
 
 from hpcgnn.runtime.errors import InputError
@@ -74,6 +75,7 @@ class Domain:
         if kind not in (int, float):
             raise TypeError(f"a Domain is of int or float, not {kind!r}")
         self.kind = kind
+        self.flag = None  # the flag named in refusals (set by the parser: for_flag)
         self.low, self.low_open = (gt, True) if gt is not None else (ge, False)
         self.high, self.high_open = (lt, True) if lt is not None else (le, False)
         self.special = dict(special or {})
@@ -122,7 +124,13 @@ class Domain:
         return value
 
     def __call__(self, text):
-        return self.convert(text)
+        return self.convert(text, self.flag)
+
+    def for_flag(self, flag):
+        """Local. This domain, naming ``flag`` in its refusals."""
+        bound = copy.copy(self)
+        bound.flag = flag
+        return bound
 
     def describe(self) -> str:
         """Local. The domain in words: ``a finite number > 0``, ``0 (never) or an integer in [1, 64]``."""
@@ -192,10 +200,12 @@ class CommandParser(argparse.ArgumentParser):
         """Local. Each argument's action by destination (groups' arguments too)."""
         return {action.dest: action for action in self._actions}
 
-    def _get_value(self, action, arg_string):
-        if isinstance(action.type, Domain):
-            return action.type.convert(arg_string, flag_name(action))
-        return super()._get_value(action, arg_string)
+    def parse_known_args(self, args=None, namespace=None):
+        # Each domain names its flag when it refuses a value (argparse passes a type only the text).
+        for action in self._actions:
+            if isinstance(action.type, Domain) and action.type.flag is None:
+                action.type = action.type.for_flag(flag_name(action))
+        return super().parse_known_args(args, namespace)
 
     def error(self, message):
         from hpcgnn.runtime.abort import fail  # deferred: abort imports MPI helpers lazily too

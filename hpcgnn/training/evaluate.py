@@ -74,6 +74,20 @@ def link_checkpoint_metrics(model, graph, batch_size, inputs, outputs, sampler=N
     return metrics, last.get("rows")
 
 
+def require_task_inputs(graph, args, link):
+    """Local. Refuse a dataset without what the checkpoint's task reads (edge sets for link
+    prediction, labels for node classification) and flags of the other task."""
+    if link:
+        require_edge_sets(graph, args.data)
+        if args.save_predictions:
+            raise InputError(None, "applies to node classification checkpoints (this one predicts links)",
+                             "--save-predictions", True)
+    elif "label" not in graph.ndata:
+        raise InputError(os.path.join(args.data, "meta.json"), "dataset has no node labels, and the checkpoint "
+                         "classifies nodes: evaluate it with --data set to a labelled dataset (the one it was "
+                         "trained on)", "node_fields", "label")
+
+
 def evaluate_checkpoint(args, comm) -> dict:
     """Collective over comm. Accuracy, loss and the metric (``args.metric``, else the checkpoint's,
     else the task's default) of ``args.checkpoint`` on every split of ``args.data``.
@@ -98,15 +112,7 @@ def evaluate_checkpoint(args, comm) -> dict:
     check_node_state(path, state, dataset_identity(graph, comm), "hpcgnn evaluate", warn=comm.rank == 0)
     saved = dict(state["config"])
     link = saved.get("task") == LINK
-    if link:
-        require_edge_sets(graph, args.data)
-        if args.save_predictions:
-            raise InputError(None, "applies to node classification checkpoints (this one predicts links)",
-                             "--save-predictions", True)
-    elif "label" not in graph.ndata:
-        raise InputError(os.path.join(args.data, "meta.json"), "dataset has no node labels, and the checkpoint "
-                         "classifies nodes: evaluate it with --data set to a labelled dataset (the one it was "
-                         "trained on)", "node_fields", "label")
+    require_task_inputs(graph, args, link)
     sizes = link_dataset_sizes(graph) if link else dataset_sizes(graph, comm)
     saved.setdefault("task", task_of((0,), saved.get("num_classes")))  # older checkpoints: single-label only
     check_fits(path, saved, sizes, DATASET_KEYS + ("task",))
