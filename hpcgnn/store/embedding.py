@@ -16,7 +16,7 @@ import torch
 from hpcgnn.runtime.collectives import fail_together
 from hpcgnn.runtime.comm import world
 from hpcgnn.runtime.errors import InputError
-from hpcgnn.runtime.files import atomic_path
+from hpcgnn.runtime.files import atomic_path, open_regular
 from hpcgnn.runtime.resources import CollectiveResource
 from hpcgnn.store.dist_tensor import DistTensor, as_ids, uniform_init
 
@@ -31,8 +31,10 @@ def save_arrays(path, arrays):
 def load_arrays(path, fields=()):
     """Local. The arrays of an npz file, without pickles; InputError names the file and a missing field."""
     try:
-        with np.load(path, allow_pickle=False) as data:
+        with open_regular(path) as fh, np.load(fh, allow_pickle=False) as data:  # a FIFO would block forever
             arrays = {f: data[f] for f in data.files}
+    except InputError:
+        raise
     except Exception as exc:  # a collective load must fail on every rank, so report any reason alike
         raise InputError(path, f"cannot read checkpoint: {type(exc).__name__}: {exc}") from exc
     missing = [f for f in fields if f not in arrays]

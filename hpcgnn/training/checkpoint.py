@@ -46,7 +46,7 @@ import torch
 from hpcgnn.nn.dropout import dropout_state, set_dropout_state
 from hpcgnn.runtime.collectives import fail_together
 from hpcgnn.runtime.errors import InputError
-from hpcgnn.runtime.files import atomic_path, write_error
+from hpcgnn.runtime.files import atomic_path, open_regular, write_error
 
 
 def checkpoint_name(epoch) -> str:
@@ -127,7 +127,7 @@ def latest_checkpoint(directory, pointer=LATEST) -> str:
     if not os.path.exists(latest):
         raise InputError(directory, f"no checkpoint to resume from (missing {pointer!r})", "--checkpoint-dir")
     try:
-        with open(latest, "rb") as fh:
+        with open_regular(latest, pointer) as fh:  # a FIFO here would block the read forever
             name = fh.read(4096).decode("utf-8", errors="replace").strip()
     except OSError as exc:
         raise InputError(latest, f"unreadable ({exc.strerror})") from None
@@ -301,10 +301,11 @@ def load_checkpoint(path, current=None, keys=()) -> dict:
     """
     if os.path.isdir(path):
         path = latest_checkpoint(path)
-    try:
-        state = torch.load(path, weights_only=True)
-    except Exception as exc:
-        raise InputError(path, refusal(exc)) from None
+    with open_regular(path, "--checkpoint") as fh:  # a FIFO or device would block or never end
+        try:
+            state = torch.load(fh, weights_only=True)
+        except Exception as exc:
+            raise InputError(path, refusal(exc)) from None
     for key, kind in STATE_TYPES.items():
         if not isinstance(state, dict) or not isinstance(state.get(key), kind) or isinstance(state.get(key), bool):
             raise InputError(path, "malformed checkpoint (missing or mistyped entry)", "entry", key)

@@ -3,6 +3,7 @@ checkpoint of another model or dataset is refused before any work, and a resumed
 continues from the saved epoch instead of starting over."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -231,3 +232,28 @@ def test_a_resumed_run_trains_only_the_epochs_after_the_checkpoint(nranks, comm,
         assert kinds == ["header 1", 1, 2, "final", "header 3", 3, 4, "final"]
         assert [r["loss"] for r in cut if r.get("epoch") in (3, 4)] == [r["loss"] for r in full[2:4]]
         assert cut[-1]["epochs"] == 4
+
+
+def test_a_fifo_where_a_checkpoint_is_expected_is_refused_not_waited_on(tmp_path):
+    """A FIFO as the checkpoint, as ``latest`` or as an embedding shard blocked the open forever."""
+    import signal
+
+    from hpcgnn.runtime.errors import InputError
+    from hpcgnn.store.embedding import load_arrays
+    from hpcgnn.training.checkpoint import latest_checkpoint, load_checkpoint
+
+    fifo = tmp_path / "epoch-0001.pt"
+    os.mkfifo(fifo)
+    os.mkfifo(tmp_path / "latest")
+    os.mkfifo(tmp_path / "shard.emb.npz")
+    previous = signal.signal(signal.SIGALRM, lambda *_: pytest.fail("blocked on a FIFO"))
+    signal.alarm(20)
+    try:
+        for call, needle in ((lambda: load_checkpoint(str(fifo)), "field '--checkpoint': not a regular file (a FIFO)"),
+                             (lambda: latest_checkpoint(str(tmp_path)), "field 'latest': not a regular file (a FIFO)"),
+                             (lambda: load_arrays(str(tmp_path / "shard.emb.npz")), "not a regular file (a FIFO)")):
+            with pytest.raises(InputError, match=re.escape(needle)):
+                call()
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
