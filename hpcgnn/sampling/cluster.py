@@ -5,11 +5,12 @@ undirected graph its part induces (edges whose both ends it owns). A batch is ``
 clusters (``--clusters-per-batch``; the loader's seeds are cluster ids, so every rank takes the
 same number of steps as with seed nodes), and the model runs on the subgraph the union of those
 clusters induces, edges between two of the batch's clusters included (the paper's stochastic
-multiple partitions): every layer's block is that subgraph, so no node outside the batch is
-read and no byte crosses the network. The subgraph's own degrees normalise the aggregation
-(GCN's ``D^-1/2 (A + I) D^-1/2`` of the subgraph, SAGE's mean over the neighbours in the batch),
-as in the paper. The loss is taken on the batch's training nodes: the last block's
-destinations, placed first in the node list.
+multiple partitions): every layer's block above the input layer is that subgraph, normalised by
+the subgraph's own degrees (GCN's ``D^-1/2 (A + I) D^-1/2`` of the subgraph, SAGE's mean over
+the neighbours in the batch), as in the paper. The input layer aggregates every in-neighbour of
+the batch's nodes, other clusters' and other ranks' too (their features read through the
+windows; GCN with the graph's degrees): :mod:`~.subgraph` says why. The loss is taken on the
+batch's training nodes: the last block's destinations, placed first in the node list.
 
 Sizes (``auto`` by default, see :mod:`~.subgraph`): ``num_clusters`` gives clusters of about
 :data:`CLUSTER_NODES` nodes (small clusters, many per batch: a batch mixes many parts of the
@@ -20,8 +21,8 @@ between two clusters is with probability ``(q - 1) / (C - 1)`` once its destinat
 is; and at least :func:`~.subgraph.target_seeds` of the rank's loss nodes, ``T q / C`` in
 expectation. The ranks then agree on the largest share ``q / C`` of its clusters any of them needs.
 
-Clusters never span two ranks, so the edges between parts (the partition's cut) are never
-trained on: a batch keeps at most the in-part share of its nodes' neighbourhoods.
+Clusters never span two ranks, so above the input layer the edges between parts (the
+partition's cut) are not trained on.
 """
 from __future__ import annotations
 
@@ -59,16 +60,19 @@ class ClusterSampler:
         Clusters per batch (:attr:`clusters_per_batch`, capped at the cluster count); ``"auto"``:
         as many as hold :func:`~.subgraph.target_share` of a node's in-part neighbours and
         :func:`~.subgraph.target_seeds` loss nodes (see the module docstring).
+    input_degrees : bool
+        Give each batch the graph in-degrees of its input nodes (``MiniBatch.input_degree``: GCN
+        normalises its input layer by them).
     """
 
     def __init__(self, graph, num_layers, num_clusters=AUTO, seed_mask="train_mask", seed=0,
-                 clusters_per_batch=AUTO):
+                 clusters_per_batch=AUTO, input_degrees=False):
         for name, value in (("num_clusters", num_clusters), ("clusters_per_batch", clusters_per_batch)):
             if value != AUTO and int(value) < 1:
                 raise ValueError(f"{name} must be positive or 'auto', got {value!r}")
         if num_layers < 1:
             raise ValueError(f"num_layers must be positive, got {num_layers}")
-        self.num_layers = int(num_layers)
+        self.num_layers, self.input_degrees = int(num_layers), bool(input_degrees)
         self.local = LocalGraph(graph, seed_mask)
         n = self.local.num_nodes
         wanted = -(-n // CLUSTER_NODES) if num_clusters == AUTO else int(num_clusters)
@@ -142,4 +146,7 @@ class ClusterSampler:
         ``seed`` is unused (a batch is its clusters)."""
         clusters = np.asarray(seed_gids, dtype=np.int64).reshape(-1)
         nodes = np.concatenate([self._members[c] for c in clusters]) if clusters.size else np.zeros(0, np.int64)
-        return self.local.batch(nodes, self.num_layers)
+        batch = self.local.batch(nodes, self.num_layers)
+        if self.input_degrees:  # GCN's input layer: the graph degrees of its sources, other ranks' too
+            batch.input_degree = graph.in_degrees(batch.input_gids)
+        return batch

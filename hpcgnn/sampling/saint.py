@@ -1,9 +1,11 @@
 """GraphSAINT (Zeng et al. 2020) on a partitioned graph: random subgraphs of each rank's part,
 with the paper's loss and aggregation normalisation.
 
-Each rank draws subgraphs of the graph its own nodes induce (:class:`~.subgraph.LocalGraph`), so
-a batch reads nothing from another rank; the model runs on the subgraph (every block is it, the
-training nodes last block's destinations). Three ways to draw one (``--sampler``):
+Each rank draws subgraphs of the graph its own nodes induce (:class:`~.subgraph.LocalGraph`);
+the model runs on the subgraph above its input layer (every block is it, the training nodes the
+last block's destinations), and its input layer aggregates every in-neighbour of the subgraph's
+nodes, unweighted, other ranks' too (their features read through the windows; :mod:`~.subgraph`
+says why). Three ways to draw one (``--sampler``):
 
 ``saint-node``
     ``budget`` draws of a node with probability proportional to its in-degree + 1, with
@@ -18,7 +20,7 @@ training nodes last block's destinations). Three ways to draw one (``--sampler``
 
 Normalisation (the paper's section 3.2), from ``presample`` subgraphs drawn at construction:
 ``C_v`` counts the subgraphs holding node v and ``C_uv`` those holding edge (u, v). The
-aggregation of v weighs its in-batch neighbour u by ``1 / (deg(v) alpha_uv)`` with
+aggregation of v (above the input layer) weighs its in-batch neighbour u by ``1 / (deg(v) alpha_uv)`` with
 ``alpha_uv = C_uv / C_v`` (an unbiased estimate of the mean over all of v's in-neighbours in
 the part), and the loss of training node v by ``1 / (lambda_v T)`` with ``lambda_v = C_v / N``
 (N presampled subgraphs, T the rank's training nodes): the batch's weighted loss sum is an

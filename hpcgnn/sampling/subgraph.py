@@ -1,25 +1,34 @@
 """What the subgraph samplers (Cluster-GCN, GraphSAINT) share: the graph a rank's part induces
 (the in-edges whose source it also owns, in local ids) and the batch of a node subset of it.
 
-A subgraph batch runs every layer on the subgraph its nodes induce: each block is that
-subgraph, the loss nodes placed first so the last block's destinations are exactly them.
-Nothing is read from another rank: a subgraph sampler trains on each part's own edges.
+A subgraph batch runs every layer but the input layer on the subgraph its nodes induce: each
+such block is that subgraph, the loss nodes placed first so the last block's destinations are
+exactly them. The input layer aggregates every in-neighbour of the batch's nodes, inside the
+batch or not, on this rank or another (their features are read through the windows, as any
+sampler's are; the adjacency is this rank's own). Without it the edges between parts were never
+trained on, and they are not a random share of a node's neighbourhood: METIS keeps each part's
+dense regions together, so on graphs with planted classes (``bench/sampler_defaults.py``) the
+edges inside a part joined nodes of one class 72% (RMAT) and 73% (SBM) of the time, those across
+the cut 2% and 27%. A model trained on in-part neighbourhoods only met far less mixed ones in
+evaluation: Cluster-GCN's whole-part batches were 3.7 points below full neighbourhoods on the
+SBM graph, 1.2 with the whole input layer; its old fixed sizes 4.3 below on the RMAT graph, 0.2.
 
 How large a batch must be depends on the graph, not on a fixed count. A node aggregates only
 its in-neighbours inside the batch, while evaluation aggregates all of them: a batch that keeps
 a node 2 of its 30 neighbours trains a model on neighbourhoods unlike the ones it is evaluated
 on. A fixed count that suits one graph is a quarter of the part of a graph of its size and a
-tenth of that of a graph four times larger (measured: ``bench/sampler_defaults.py``). So the
+tenth of that of a graph four times larger: saint-node's 1,000 draws, the old default, lost 5.7
+points on the 30k-node SBM graph of ``bench/sampler_defaults.py``, its ``auto`` budget 1.0. So the
 samplers size their batches by the share of a node's in-part neighbourhood a batch holds
 (:func:`target_share`): :data:`TARGET_DEGREE` neighbours of the part's mean in-degree (the
 first layer's fanout of the default neighbour sampler), or :data:`TARGET_SHARE` of them where
 the part is sparser than 2 x :data:`TARGET_DEGREE` (where every batch would otherwise be most of
 the part). A batch also holds at least :data:`TARGET_SEEDS` of the rank's loss (training) nodes,
 or all of them where it has fewer, as many as a step of the default neighbour sampler trains on
-(:func:`target_seeds`): a batch of a graph with few labelled nodes (20 per class, say) that
-holds a tenth of them takes steps on a handful of nodes, and lost 4.6 points in
-``bench/sampler_defaults.py`` where holding all of them lost none. On such graphs the ``auto``
-batch is the whole part.
+(:func:`target_seeds`): on a 30k-node graph with 20 labelled nodes per class, at one rank,
+batches that held an eighth of them lost 1.1 points (Cluster-GCN) and a twelfth 3.5 (saint-node)
+against full neighbourhoods, whole-part batches none. On such graphs the ``auto`` batch is the
+whole part.
 """
 from __future__ import annotations
 
@@ -65,7 +74,7 @@ def sizes_note(local, share, loss_nodes) -> str:
     neighbours, ``loss_nodes`` loss nodes, and the share of in-edges the part itself holds."""
     return (f"a batch holds {share:.0%} of a node's {local.mean_degree:.1f} in-part neighbours and "
             f"{loss_nodes:,.0f} of {int(local.is_seed.sum()):,} loss nodes; {1 - local.in_part_share:.0%} of in-edges "
-            "cross to other parts and are not trained on")
+            "cross to other parts and reach the input layer only")
 
 
 def size_warning(comm, flags, local, share, loss_nodes):
@@ -113,6 +122,9 @@ class LocalGraph:
         self.is_seed = (np.ones(n, dtype=bool) if seed_mask is None
                         else np.asarray(graph.ndata[seed_mask].local).astype(bool))
         self._position = np.full(n, -1, dtype=np.int64)  # scratch of induced(): each node's place in a subset
+        # the whole in-neighbourhoods (sources in global ids, other parts' included), for the input layer
+        self._all_indptr, self._all_indices = indptr, graph.indices
+        self._first_eid = int(graph.local_edges[0])
 
     @property
     def num_nodes(self) -> int:
@@ -158,9 +170,12 @@ class LocalGraph:
             position[order] = -1  # kept all -1 between calls: no O(part) fill per subgraph
         return order, indptr, src_pos, slots
 
-    def batch(self, nodes, num_layers, edge_weight=None) -> MiniBatch:
+    def batch(self, nodes, num_layers, edge_weight=None, whole_input=True) -> MiniBatch:
         """Local. The MiniBatch running ``num_layers`` layers on the subgraph ``nodes`` induces;
-        ``edge_weight`` (optional, float32, one per edge slot of this graph) weighs its edges."""
+        ``edge_weight`` (optional, float32, one per edge slot of this graph) weighs its edges.
+        With ``whole_input`` (the samplers' way) the first layer aggregates every in-neighbour of
+        the batch's nodes instead, unweighted (``input_gids``: the batch's nodes, then the other
+        sources in id order); without, the subgraph too."""
         order, indptr, src_pos, slots = self.induced(nodes)
         m, t = order.shape[0], int(self.is_seed[order].sum())
         weight = None if edge_weight is None else edge_weight[slots]
@@ -168,5 +183,33 @@ class LocalGraph:
         whole = Block(m, m, indptr, src_pos, eids, edge_weight=weight)
         last = Block(m, t, indptr[:t + 1], src_pos[:indptr[t]], eids[:indptr[t]],
                      edge_weight=None if weight is None else weight[:indptr[t]])
-        return MiniBatch(seed_gids=self.start + order[:t], input_gids=self.start + order,
-                         blocks=[whole] * (num_layers - 1) + [last])
+        blocks = [whole] * (num_layers - 1) + [last]
+        input_gids = self.start + order
+        if whole_input:
+            first, input_gids = self._whole_input_block(order, t if num_layers == 1 else m)
+            blocks[0] = first
+        return MiniBatch(seed_gids=self.start + order[:t], input_gids=input_gids, blocks=blocks)
+
+    def _whole_input_block(self, order, num_dst):
+        """The block of every in-edge of ``order[:num_dst]`` (local ids) from the graph's CSC, and
+        its source gids: ``order`` first, then the other sources (sorted)."""
+        dst = order[:num_dst]
+        begin = self._all_indptr[dst]
+        degree = self._all_indptr[dst + 1] - begin
+        sources = _csr.gather_ranges(self._all_indices, begin, degree)
+        eids = _csr.expand_ranges(begin + self._first_eid, degree)
+        local = sources - self.start
+        position = np.full(sources.shape[0], -1, dtype=np.int64)
+        inside = (local >= 0) & (local < self.num_nodes)
+        self._position[order] = np.arange(order.shape[0])
+        try:
+            position[inside] = self._position[local[inside]]
+        finally:
+            self._position[order] = -1
+        outside = position < 0
+        others, where = np.unique(sources[outside], return_inverse=True)
+        position[outside] = order.shape[0] + where
+        indptr = np.zeros(num_dst + 1, dtype=np.int64)
+        np.cumsum(degree, out=indptr[1:])
+        block = Block(order.shape[0] + others.shape[0], num_dst, indptr, position, eids)
+        return block, np.concatenate([self.start + order, others])

@@ -185,7 +185,8 @@ def build_sampler(graph, args, model):
     VR-GCN's few neighbours per node (with the control variate of :class:`ControlVariate`)."""
     if args.sampler == "cluster":
         return ClusterSampler(graph, args.layers, args.num_clusters, "train_mask", seed=args.seed,
-                              clusters_per_batch=args.clusters_per_batch)
+                              clusters_per_batch=args.clusters_per_batch,
+                              input_degrees=getattr(model, "needs_degrees", False))
     if args.sampler == "layer":
         return LayerSampler(args.layer_sizes, seed=args.seed, normalize=args.layer_weights == "normalized")
     if args.sampler == "randomwalk":

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from hpcgnn.testing.datasets import make_dataset, oracle
+from tests.sampling.test_saint import assert_whole_input_block
 
 
 def induced_edges(indptr, indices, nodes):
@@ -22,10 +23,11 @@ def test_cluster_batches_are_the_induced_subgraphs(nranks, comm, shared_tmp):
 
     path, _ = make_dataset(comm, shared_tmp, nranks, num_nodes=600, avg_degree=8)
     _, indptr, indices = oracle(path)
+    dst_all = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
     with DistGraph(path, comm) as graph:
         start, end = graph.local_nodes
-        sampler = ClusterSampler(graph, num_layers=2, num_clusters=6, seed=3)
-        again = ClusterSampler(graph, num_layers=2, num_clusters=6, seed=3)
+        sampler = ClusterSampler(graph, num_layers=3, num_clusters=6, seed=3)
+        again = ClusterSampler(graph, num_layers=3, num_clusters=6, seed=3)
         assert np.array_equal(sampler.cluster, again.cluster)  # deterministic
         # the clusters partition this rank's nodes, in sizes METIS balances
         assert sampler.cluster.shape == (end - start,) and set(np.unique(sampler.cluster)) == set(range(6))
@@ -36,11 +38,12 @@ def test_cluster_batches_are_the_induced_subgraphs(nranks, comm, shared_tmp):
             batch = sampler.sample(graph, np.array(clusters))
             local = np.flatnonzero(np.isin(sampler.cluster, clusters))
             nodes = start + local
-            assert sorted(batch.input_gids) == sorted(nodes)
+            first, whole, last = batch.blocks
+            assert sorted(batch.input_gids[:whole.num_src]) == sorted(nodes)
             seeds = np.sort(start + local[train[local]])
             assert np.array_equal(batch.seed_gids, seeds)
             assert np.array_equal(batch.input_gids[:seeds.shape[0]], seeds)  # loss nodes first
-            whole, last = batch.blocks
+            assert_whole_input_block(first, batch.input_gids, nodes.shape[0], indptr, indices, dst_all)
             assert whole.num_src == whole.num_dst == nodes.shape[0]
             assert last.num_src == nodes.shape[0] and last.num_dst == seeds.shape[0]
             gids = batch.input_gids
@@ -128,8 +131,8 @@ def test_auto_sizes_hold_the_target_share_of_neighbourhoods(nranks, comm, shared
         held = total = 0
         for _ in range(400):
             batch = sampler.sample(graph, rng.permutation(c)[:q])
-            nodes = batch.input_gids - local.start
-            held += batch.blocks[0].indptr[-1]
+            nodes = batch.input_gids[:batch.blocks[-1].num_src] - local.start
+            held += local.induced(nodes)[1][-1]  # the in-part edges above the input layer
             total += local.in_degree[nodes].sum()
         assert held / total == pytest.approx(sampler.expected_share(q), abs=0.02)
 

@@ -11,32 +11,47 @@ from hpcgnn.testing.datasets import make_dataset, oracle
 KINDS = ("node", "edge", "rw")
 
 
+def assert_whole_input_block(first, gids, num_batch, indptr, indices, dst_all):
+    """A subgraph batch's input block: every in-edge (of the whole graph, ``indptr``/``indices``)
+    of its ``num_batch`` nodes, whose gids lead ``gids``; the other sources follow, sorted, once."""
+    nodes = gids[:num_batch]
+    assert first.num_dst == num_batch and first.num_src == gids.shape[0] and first.edge_weight is None
+    assert np.unique(gids).shape[0] == gids.shape[0] and np.all(np.diff(gids[num_batch:]) > 0)
+    got = sorted((int(gids[s]), int(nodes[d]), int(e)) for s, d, e in zip(first.src_pos, first.dst_index(),
+                                                                            first.eids))
+    mine = np.flatnonzero(np.isin(dst_all, nodes))
+    assert got == sorted((int(indices[e]), int(dst_all[e]), int(e)) for e in mine)
+
+
 @pytest.mark.mpi(sizes=(1, 2, 4))
 @pytest.mark.parametrize("kind", KINDS)
 def test_saint_batches_are_induced_subgraphs_of_the_part(nranks, comm, shared_tmp, kind):
+    """Above the input layer a batch is the subgraph its nodes induce in the part; the input
+    layer reads every in-neighbour of those nodes (other ranks' too)."""
     from hpcgnn import DistGraph
     from hpcgnn.sampling.saint import SaintSampler
 
     path, _ = make_dataset(comm, shared_tmp, nranks, num_nodes=600, avg_degree=8)
     _, indptr, indices = oracle(path)
+    dst_all = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
     with DistGraph(path, comm) as graph:
         start, end = graph.local_nodes
-        sampler = SaintSampler(graph, kind, num_layers=2, budget=40, walk_length=2, presample=20, seed=1)
+        sampler = SaintSampler(graph, kind, num_layers=3, budget=40, walk_length=2, presample=20, seed=1)
         train = np.asarray(graph.ndata["train_mask"].local).astype(bool)
         for step in range(3):
             batch = sampler.sample(graph, np.array([step]), seed=100 + step)
             again = sampler.sample(graph, np.array([step]), seed=100 + step)
             assert np.array_equal(batch.input_gids, again.input_gids)
-            nodes = np.sort(batch.input_gids)
+            first, whole, last = batch.blocks
+            gids = batch.input_gids
+            nodes = np.sort(gids[:whole.num_src])
             assert ((nodes >= start) & (nodes < end)).all() and nodes.shape[0] > 0
             assert np.array_equal(batch.seed_gids, np.sort(nodes[train[nodes - start]]))
-            whole, last = batch.blocks
-            gids = batch.input_gids
             got = {(int(gids[s]), int(gids[d])) for s, d in zip(whole.src_pos, whole.dst_index())}
-            dst_all = np.repeat(np.arange(indptr.shape[0] - 1), np.diff(indptr))
             inside = np.isin(indices, nodes) & np.isin(dst_all, nodes)
             assert got == {(int(s), int(d)) for s, d in zip(indices[inside], dst_all[inside])}
             assert np.array_equal(indices[whole.eids], gids[whole.src_pos])
+            assert_whole_input_block(first, gids, whole.num_src, indptr, indices, dst_all)
             assert whole.edge_weight.shape == whole.eids.shape and (whole.edge_weight > 0).all()
             assert last.num_dst == batch.seed_gids.shape[0]
             weight = batch.extra["loss_weight"]
@@ -71,7 +86,7 @@ def test_normalised_aggregation_and_loss_are_unbiased(tmp_path, kind):
         loss_sums = []
         rng = generator(7, "check")
         for _ in range(rounds):
-            batch = local.batch(sampler.draw(rng), 2, sampler.edge_weight)
+            batch = local.batch(sampler.draw(rng), 2, sampler.edge_weight, whole_input=False)
             rows = batch.input_gids - local.start
             whole = batch.blocks[0]  # every node of the subgraph is a destination
             agg = BlockTensors(whole).mean_neighbours(torch.from_numpy(h[rows].astype(np.float32))[:, None])
