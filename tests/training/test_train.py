@@ -95,19 +95,14 @@ def test_resume_reproduces_uninterrupted_losses(nranks, comm, shared_tmp, embed)
 @pytest.mark.mpi(sizes=(1, 2))
 def test_a_learned_node_embedding_alone_fits_the_training_labels(nranks, comm, shared_tmp):
     """No 'feat' field: the embedding is the only input, so only its updates can fit the labels."""
-    import shutil
-
+    from hpcgnn.prep.partition import partition_graph
+    from hpcgnn.testing.graphs import clustered_graph
     from hpcgnn.training.loop import run
 
-    path, _ = make_dataset(comm, shared_tmp, nranks, num_nodes=400)
     if comm.rank == 0:
-        path_nofeat = os.path.join(shared_tmp, "nofeat")
-        shutil.copytree(path, path_nofeat)
-        with open(os.path.join(path_nofeat, "meta.json")) as fh:
-            meta = json.load(fh)
-        meta["node_fields"].pop("feat")  # the part files keep the rows; nothing reads them
-        with open(os.path.join(path_nofeat, "meta.json"), "w") as fh:
-            json.dump(meta, fh)
+        graph = clustered_graph(num_nodes=400)
+        graph.ndata.pop("feat")  # a dataset of labels and structure only
+        partition_graph(graph, os.path.join(shared_tmp, "nofeat"), nranks, "metis")
     comm.Barrier()
     args = train_args(os.path.join(shared_tmp, "nofeat"), "--epochs", "30", "--embed-dim", "16", "--embed-lr", "0.05",
                       "--lr", "0.01", "--eval-every", "0", "--dropout", "0")
