@@ -32,6 +32,8 @@ whole part.
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from hpcgnn import _csr
@@ -83,8 +85,6 @@ def size_warning(comm, flags, local, share, loss_nodes):
     half the :func:`target_seeds` loss nodes that ``auto`` sizes hold."""
     share_wanted, seeds_wanted = target_share(local), target_seeds(local)
     if comm.rank == 0 and (share < 0.5 * share_wanted or loss_nodes < 0.5 * seeds_wanted):
-        import sys
-
         print(f"hpcgnn: warning: {flags}: {sizes_note(local, share, loss_nodes)}; 'auto' sizes hold "
               f"{share_wanted:.0%} and {seeds_wanted:,}: batches this small train on neighbourhoods unlike the "
               "whole ones evaluation reads, or on few loss nodes a step", file=sys.stderr, flush=True)

@@ -192,7 +192,7 @@ def test_a_binary_run_reports_roc_auc_and_balanced_weights_predict_the_minority_
         model, history = run(parse_args(["--data", str(tmp_path / "d"), "--hidden", "16", "--fanouts", "5,5",
                                          "--batch-size", "50", "--epochs", "4", "--lr", "0.01", "--no-progress",
                                          "--prefetch", "0", "--eval-every", "2", "--class-weight", weighting,
-                                         "--metrics", str(metrics)]), world())
+                                         "--metrics", str(metrics), "--feature-scale", "none"]), world())
         with DistGraph(str(tmp_path / "d"), world()) as graph:
             logits = layerwise_inference(model, graph).numpy()
             test = graph.ndata["test_mask"].local.astype(bool)
