@@ -43,12 +43,16 @@ def finish(proc, timeout=120):
     return proc.returncode, out, err
 
 
-def wait_for(predicate, proc, what, timeout=120):
+def wait_for(predicate, proc, what, timeout=120, skip_if_finished=False):
     deadline = time.monotonic() + timeout
     while not predicate() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     if not predicate():
+        finished_cleanly = proc.poll() == 0
         kill_tree(proc)
+        if finished_cleanly and skip_if_finished:
+            # the write window is short: a loaded machine can let the whole job finish between polls
+            pytest.skip(f"the job finished before {what} could be seen, so it could not be signalled mid-write")
         pytest.fail(f"never saw {what}: {proc.communicate()[1][-3000:]}")
 
 
@@ -151,14 +155,15 @@ def test_a_signal_to_one_rank_mid_write_leaves_no_temporaries(tmp_path, medium_n
     job = partition(2, medium_npz, "--parts", 2, "--out", out)
     try:
         temporary = os.path.join(glob.escape(str(tmp_path)), ".out.tmp-*")
-        wait_for(lambda: glob.glob(temporary), job, "the temporary output directory")
+        wait_for(lambda: glob.glob(temporary), job, "the temporary output directory", skip_if_finished=True)
         rank1 = rank_of(job, 1)
-        if stopped == 1:
-            # past every collective before the writing: rank 0 writes part 0, then waits to send
-            # rank 1 its part (in MPI, where signals are still acted on)
-            rank1.send_signal(signal.SIGSTOP)
         wait_for(lambda: glob.glob(os.path.join(temporary, "part-00000.h5")), job,
-                 "rank 0's part file in the temporary directory")
+                 "rank 0's part file in the temporary directory", skip_if_finished=True)
+        if stopped == 1:
+            # rank 0 is writing part 0 or waiting to send rank 1 its part (in MPI, where signals
+            # are still acted on); stopped only now, rank 1 cannot hold up a collective rank 0
+            # needs before the writing (under load the directory appears before the last one)
+            rank1.send_signal(signal.SIGSTOP)
         if stopped == 0:
             # rank 1 waits inside MPI for its part, writing nothing: only what it tracks goes
             rank_of(job, 0).send_signal(signal.SIGSTOP)
