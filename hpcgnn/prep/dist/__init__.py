@@ -1,0 +1,1 @@
+"""Parallel preparation: every rank reads, partitions and writes its share of the graph."""

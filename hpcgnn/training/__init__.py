@@ -1,0 +1,1 @@
+"""Training: the run loop, its config, checkpoints, gradient sync, evaluation and metrics."""
