@@ -1,8 +1,9 @@
 """The ``hpcgnn`` console command: ``hpcgnn <subcommand> ...``.
 
-Each subcommand is also ``python -m hpcgnn.<subcommand>``; both routes call the module's
-``main(argv)``. Bad input ends with one line on stderr and exit status 2; under MPI the whole
-job is aborted so no rank is left waiting.
+Each subcommand is a module ``hpcgnn.cli.<subcommand>`` with a ``main(argv)`` that parses its flags,
+builds the command's options and calls the library. ``python -m hpcgnn.<subcommand>`` is the
+short spelling of the same command (the top-level modules only call ``main``). Bad input ends with
+one line on stderr and exit status 2; under MPI the whole job is aborted so no rank is left waiting.
 """
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ SUBCOMMANDS = {
     "convert": ("hpcgnn.convert", "write any graph input as a graph file (.h5) that ranks read in parallel"),
     "partition": ("hpcgnn.partition", "read a graph, partition it (METIS/random), write HDF5 parts"),
     "inspect": ("hpcgnn.inspect", "summarise and verify a partitioned dataset"),
-    "train": ("hpcgnn.train", "train a GNN: mpirun -np P hpcgnn train --data DIR ..."),
-    "evaluate": ("hpcgnn.evaluate", "full-neighbourhood accuracy of a checkpoint, optional embeddings"),
+    "train": ("hpcgnn.cli.train", "train a GNN: mpirun -np P hpcgnn train --data DIR ..."),
+    "evaluate": ("hpcgnn.cli.evaluate", "full-neighbourhood accuracy of a checkpoint, optional embeddings"),
 }
 
 
@@ -44,7 +45,3 @@ def main(argv=None):
 def program():
     """Local. The ``hpcgnn`` console command (a process of its own: see :func:`run_program`)."""
     run_program(main)
-
-
-if __name__ == "__main__":
-    program()
