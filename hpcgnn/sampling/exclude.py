@@ -47,6 +47,8 @@ class ExcludedEdges:
     src, dst : int64 arrays
         Endpoints (global ids) of the excluded pairs.
 
+    Notes
+    -----
     Every attribute other than :meth:`sample_neighbors` and :meth:`in_edges` is the graph's own
     (degrees stay the graph's: GCN normalises by them).
     """
