@@ -1,44 +1,169 @@
-"""Shared pieces of the benchmarks: machine facts, timed child processes, DGL's virtualenv."""
+"""Shared pieces of the benchmarks: machine facts, the results records, timed child processes,
+DGL's virtualenv.
+
+Every benchmark writes what it measured through :func:`record`: one JSON record appended to
+``bench/results/<script>.json`` (a list, oldest first), holding the command line, the commit,
+the date, the machine and the figures or table rows. ``bench/render.py`` writes the performance
+page from those files, each table the latest record of its command.
+"""
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+#: where the records go; ``HPCGNN_BENCH_RESULTS`` sends them elsewhere (a trial run, a test)
+RESULTS = os.environ.get("HPCGNN_BENCH_RESULTS") or os.path.join(ROOT, "bench", "results")
 ANCHOR = os.path.join(os.path.dirname(ROOT), "shared", "anchor_dgl")
 WORK = os.path.join(ROOT, "bench", "work")
 
 
-def machine_info() -> dict:
-    """CPU, memory and library versions, printed at the top of every benchmark."""
-    cpu = platform.processor()
+def _cpu_model() -> str:
+    """The CPU's model name as lscpu gives it (``/proc/cpuinfo`` where lscpu is missing)."""
     try:
-        with open("/proc/cpuinfo") as fh:
-            cpu = next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    import numpy
-
-    info = {"cpu": cpu, "cores": os.cpu_count(), "mem_GiB": round(mem_gib, 1),
-            "python": platform.python_version(), "numpy": numpy.__version__,
-            "omp_threads": os.environ.get("OMP_NUM_THREADS", "unset")}
-    try:
-        info["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
-                                        capture_output=True).stdout.strip()
+        out = subprocess.run(["lscpu"], text=True, capture_output=True, env=dict(os.environ, LC_ALL="C")).stdout
+        name = next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), "")
+        if name:
+            return name
     except OSError:
         pass
-    return info
+    try:
+        with open("/proc/cpuinfo") as fh:
+            return next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor()
+
+
+def _matrix_units() -> str:
+    """The CPU features bfloat16 speed depends on: ``amx``, ``avx512_bf16``, ``avx512`` or ``none``."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            flags = set(next(line.split(":", 1)[1].split() for line in fh if line.startswith("flags")))
+    except (OSError, StopIteration):
+        return "unknown"
+    for unit, flag in (("amx", "amx_bf16"), ("avx512_bf16", "avx512_bf16"), ("avx512", "avx512f")):
+        if flag in flags:
+            return unit
+    return "none"
+
+
+def _version(package: str) -> str | None:
+    """An installed package's version, read from its metadata (importing torch would cost seconds
+    and memory in the process being measured)."""
+    from importlib import metadata
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def machine_info() -> dict:
+    """CPU, memory and library versions, printed at the top of every benchmark and stored in its
+    record."""
+    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return {"cpu": _cpu_model(), "matrix_units": _matrix_units(), "cores": os.cpu_count(),
+            "mem_GiB": round(mem_gib, 1), "python": platform.python_version(), "numpy": _version("numpy"),
+            "torch": _version("torch"), "mpi4py": _version("mpi4py"),
+            "omp_threads": os.environ.get("OMP_NUM_THREADS", "unset")}
+
+
+def code_version() -> tuple[str, bool]:
+    """The short commit of HEAD and whether tracked files differ from it (``("unknown", False)``
+    outside a git checkout)."""
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=ROOT, text=True, capture_output=True)
+    try:
+        head = git("rev-parse", "--short", "HEAD")
+        if head.returncode:
+            return "unknown", False
+        return head.stdout.strip(), bool(git("status", "--porcelain", "--untracked-files=no").stdout.strip())
+    except OSError:
+        return "unknown", False
 
 
 def print_header(title: str) -> None:
+    commit, dirty = code_version()
     print(f"# {title}")
-    print("# machine: " + json.dumps(machine_info()), flush=True)
+    print("# machine: " + json.dumps(machine_info()))
+    print(f"# commit: {commit}{' (with uncommitted changes)' if dirty else ''}", flush=True)
+
+
+def command_line() -> str:
+    """This benchmark's command as a user would type it: ``python bench/x.py ARGS``, preceded by
+    ``mpiexec -n N`` when it runs as N MPI ranks."""
+    script = os.path.relpath(os.path.abspath(sys.argv[0]), ROOT)
+    words = ["python", script, *sys.argv[1:]]
+    ranks = os.environ.get("PMI_SIZE") or os.environ.get("OMPI_COMM_WORLD_SIZE")
+    if ranks:
+        words = ["mpiexec", "-n", ranks, *words]
+    return shlex.join(words)
+
+
+def results_path(name: str) -> str:
+    """Where the records of benchmark ``name`` (a script's name without ``.py``) are kept."""
+    return os.path.join(RESULTS, name + ".json")
+
+
+def read_records(path: str) -> list:
+    """The records of one results file, oldest first (an empty list when there is none yet)."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as fh:
+        records = json.load(fh)
+    if not isinstance(records, list):
+        raise ValueError(f"{path}: not a list of records")
+    return records
+
+
+def record(rows=None, *, figures=None, table=None, title=None, columns=None, path=None, name=None,
+           **details) -> dict:
+    """Append one record of this run to ``bench/results/<script>.json`` (``path`` instead, when
+    given) and return it.
+
+    ``rows`` is a table (a list of dicts, one per row) and ``figures`` single named figures; a
+    record holds either or both. ``table`` names which of the command's tables this is, when one
+    run prints several; ``title`` says in a line what the table measures; ``columns`` chooses
+    and orders the row fields the performance page shows (all of them by default). Anything
+    else in ``details`` (the graph, the recipe) is stored as it is. The file is rewritten whole
+    through a temporary file, so a run stopped midway leaves the previous records intact.
+    """
+    from hpcgnn.runtime.files import atomic_path
+
+    if rows is None and figures is None:
+        raise ValueError("a record needs rows or figures")
+    name = name or os.path.splitext(os.path.basename(sys.argv[0]))[0]
+    commit, dirty = code_version()
+    entry = {"command": command_line(), "commit": commit, "dirty": dirty,
+             "date": datetime.datetime.now(datetime.UTC).replace(microsecond=0).isoformat(),
+             "machine": machine_info()}
+    for key, value in (("table", table), ("title", title), ("columns", columns), ("rows", rows),
+                       ("figures", figures)):
+        if value is not None:
+            entry[key] = value
+    entry.update(details)
+    path = path or results_path(name)
+    records = read_records(path)
+    records.append(entry)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with atomic_path(path) as tmp, open(tmp, "w") as fh:
+        json.dump(records, fh, indent=1, default=_plain)
+        fh.write("\n")
+    print(f"# record appended to {os.path.relpath(path)}", flush=True)
+    return entry
+
+
+def _plain(value):
+    """numpy scalars and arrays as JSON numbers and lists."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"not JSON: {type(value).__name__}")
 
 
 def timed(cmd, cwd=None, env=None):

@@ -13,7 +13,7 @@ mean paired difference to full neighbourhoods.
 
     python bench/sampler_defaults.py                          # 2 graphs x 9 samplers x 2 seeds
     python bench/sampler_defaults.py --graphs rmat-8k --samplers full,cluster --seeds 3
-    python bench/sampler_defaults.py --json bench/results/sampler_defaults.json \
+    python bench/sampler_defaults.py \
         --variant "cluster-32-4=--sampler cluster --num-clusters 32 --clusters-per-batch 4" \
         --variant "saint-node-1000=--sampler saint-node --budget 1000"     # the fixed sizes of old, beside
 
@@ -95,7 +95,7 @@ def main():
     parser.add_argument("--variant", action="append", default=[], metavar="NAME=FLAGS",
                         help="one more row: a sampler with flags of its own (\"cluster-16=--sampler cluster "
                              "--num-clusters 16\"), named NAME in --samplers (added to them if absent)")
-    parser.add_argument("--json", help="write every run's figures and the machine here")
+    parser.add_argument("--json", help="append the run's record here instead of bench/results/sampler_defaults.json")
     args = parser.parse_args()
     for variant in args.variant:
         name, flags = variant.split("=", 1)
@@ -124,11 +124,11 @@ def main():
             print(f"| {name} | {sampler} | {np.mean(acc):.1f} +- {np.std(acc):.1f} | {gap} | "
                   f"{np.mean([r.get('epochs_trained') or 0 for r in runs]):.0f} | "
                   f"{np.mean([r['wall_s'] for r in runs]):.0f} | {steps} |", flush=True)
-    if args.json:
-        os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
-        with open(args.json, "w") as fh:
-            json.dump({"machine": common.machine_info(), "graphs": {k: GRAPHS[k] for k in args.graphs.split(",")},
-                       "split": SPLIT, "recipe": RECIPE, "rows": rows}, fh, indent=1)
+    common.record(rows, path=args.json, title=f"Every sampler's defaults against full neighbourhoods on generated "
+                                              f"graphs, {args.ranks} ranks, {args.seeds} seeds",
+                  columns=["graph", "sampler", "ranks", "accuracies", "vs_full", "epochs_trained", "wall_s"],
+                  graphs={k: GRAPHS[k] for k in args.graphs.split(",")}, split=SPLIT, recipe=RECIPE,
+                  variants={name: SAMPLERS[name] for name in args.samplers.split(",")})
 
 
 if __name__ == "__main__":
