@@ -126,7 +126,7 @@ def main():
     parser.add_argument("--reuse", action="store_true", help="take finished runs from bench/work/accuracy")
     parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16"), help="hpcgnn train --precision")
     parser.add_argument("--grad-compress", default="none", help="hpcgnn train --grad-compress (none, bf16, topk:R)")
-    parser.add_argument("--json")
+    parser.add_argument("--json", help="append this run's record here instead of bench/results/<script>.json")
     parser.add_argument("--commands", action="store_true",
                         help="print each dataset's commands (seed 0, 2 ranks) for a user to paste, and exit")
     args = parser.parse_args()
@@ -147,9 +147,8 @@ def main():
             rows.append({"dataset": name, "ranks": ranks, "select": spec["select"], "accuracies": acc.tolist()})
             print(f"| {name} | {spec['model']} | {ranks} | {acc.mean():.1f} +- {acc.std():.1f} | "
                   f"{spec['select'].replace('_', ' ')} | {seeds} | {spec['published']} |", flush=True)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"machine": common.machine_info(), "rows": rows}, fh, indent=1)
+    common.record(rows, path=args.json, title=f"Test accuracy on real datasets ({args.precision}, gradient "
+                                              f"compression {args.grad_compress})")
 
 
 if __name__ == "__main__":

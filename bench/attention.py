@@ -10,7 +10,6 @@ and its logit map, forward and backward) is printed beside it, so the attention'
     python bench/attention.py
 """
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -73,7 +72,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--json")
+    parser.add_argument("--json", help="append this run's record here instead of bench/results/<script>.json")
     args = parser.parse_args()
     torch.set_num_threads(1)
     common.print_header("GAT attention layer, forward + backward, one thread")
@@ -113,9 +112,7 @@ def main():
             print(f"| {name} | {num_src} x {in_dim} | {num_dst} x {fanout} | {heads} x {dim} | {variant} | {precision} "
                   f"| {ms:.1f} | {row['ratio']:.2f} | {gemm_ms:.1f} | "
                   f"{'0' if variant == 'compiled' else f'{messages:.0f}'} |", flush=True)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"machine": common.machine_info(), "rows": rows}, fh, indent=1)
+    common.record(rows, path=args.json, title="One GAT layer, forward and backward, one thread")
 
 
 if __name__ == "__main__":

@@ -66,6 +66,7 @@ def main():
     print("| graph | --balance | edge cut % | nodes max/mean | edges max/mean | epoch s "
           "| sample+gather+compute s (slowest rank per phase) |\n"
           "|---|---|---|---|---|---|---|")
+    rows = []
     for name in args.graphs.split(","):
         runs = {label: partition(name, label, balance, args.parts) for label, balance in SETS.items()}
         times = {label: [] for label in SETS}
@@ -78,6 +79,13 @@ def main():
             print(f"| {name} | {SETS[label]} ({label}) | {100 * info['edge_cut_fraction']:.1f} | "
                   f"{info['imbalance']['num_nodes']:.2f} | {info['imbalance']['num_edges']:.2f} | "
                   f"{epoch_s:.2f} | {work_s:.2f} |", flush=True)
+            rows.append({"graph": name, "--balance": SETS[label], "edge cut %": 100 * info["edge_cut_fraction"],
+                         "nodes max/mean": info["imbalance"]["num_nodes"],
+                         "edges max/mean": info["imbalance"]["num_edges"], "epoch s": float(epoch_s),
+                         "sample+gather+compute s": float(work_s), "runs": times[label]})
+    common.record(rows, title="--balance constraint sets: cut, balance and step time",
+                  columns=["graph", "--balance", "edge cut %", "nodes max/mean", "edges max/mean", "epoch s",
+                           "sample+gather+compute s"])
 
 
 if __name__ == "__main__":

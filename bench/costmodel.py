@@ -202,7 +202,7 @@ def predict_step(units, work, remote_fraction, network, ranks, grad_bytes):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--json", help="write the measurements and predictions here")
+    parser.add_argument("--json", help="append this run's record here instead of bench/results/<script>.json")
     args = parser.parse_args()
     common.print_header("epoch cost model")
     mpiexec = [os.path.join(os.path.dirname(sys.executable), "mpiexec"), "-n"]
@@ -276,12 +276,17 @@ def main():
                                 "memory_GiB": memory, "partition_s": partition_s})
             print(f"| {nodes} | {ranks} | {steps} | {net_name} | {remote:.2f} | {1e3 * step:.1f} | "
                   f"{1e3 * step_bf16:.1f} | {steps * step:.2f} | {memory:.2f} | {partition_s:.0f} | {peer} |")
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"machine": common.machine_info(), "runs": runs, "allreduce": fit, "checks": checks,
-                       "memory_fit": mem, "rma_s_per_byte": rma, "gemm_GFLOPs": rates,
-                       "partition_s_per_edge_per_rank": seconds_per_edge, "predictions": predictions}, fh,
-                      indent=1)
+    unit_rows = [{"run": name, "steps": r["steps"],
+                  **{f"{phase} ms per step": 1e3 * r["phase"][phase] for phase in ("sample", "gather", "compute",
+                                                                                  "allreduce")},
+                  "sampled edges": r["work"]["edges"], "input MB": r["work"]["bytes"] / 1e6,
+                  "GFLOP": r["work"]["flops"] / 1e9, "s per edge": f"{r['units']['sample']:.2e}",
+                  "s per byte": f"{r['units']['gather']:.2e}", "s per FLOP": f"{r['units']['compute']:.2e}"}
+                 for name, r in runs.items()]
+    common.record(unit_rows, path=args.json, table="unit costs", title="Unit costs from two measured epochs")
+    common.record(predictions, path=args.json, table="predictions", title="Predicted ogbn-papers100M epochs",
+                  runs=runs, allreduce=fit, checks=checks, memory_fit=mem, rma_s_per_byte=rma, gemm_GFLOPs=rates,
+                  partition_s_per_edge_per_rank=seconds_per_edge)
 
 
 if __name__ == "__main__":

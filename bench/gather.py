@@ -137,7 +137,7 @@ def main():
     parser.add_argument("--cols", default="100,600")
     parser.add_argument("--ranks", default="2,4")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--json")
+    parser.add_argument("--json", help="append this run's record here instead of bench/results/<script>.json")
     args = parser.parse_args()
     if args.worker:
         args.cols = int(args.cols)
@@ -166,9 +166,7 @@ def main():
                       f"| {row['shm']:.2f} | {row['rma']:.2f} | {row['a2av']:.2f} | {row['shm'] / row['numpy']:.2f} "
                       f"| {row['shm'] / row['numpy_all']:.2f} | {row['rma'] / row['a2av']:.2f} "
                       f"| {row['rma_rows_per_s'] / 1e6:.2f} |", flush=True)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"machine": common.machine_info(), "rows": report}, fh, indent=1)
+    common.record(report, path=args.json, title="Feature gathers by route")
 
 
 if __name__ == "__main__":

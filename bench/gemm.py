@@ -17,7 +17,6 @@ rate alone is printed too).
     mpiexec -n 2 python bench/gemm.py            # after bench/train.py --graphs medium --ranks 2
 """
 import argparse
-import json
 import os
 import sys
 import time
@@ -125,7 +124,7 @@ def main():
     parser.add_argument("--parts", default=None, help="default: bench/work/train_medium_<ranks>")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--json")
+    parser.add_argument("--json", help="append this run's record here instead of bench/results/<script>.json")
     args = parser.parse_args()
     install_abort_hook()  # an error on one rank ends the job instead of leaving the others waiting
     comm = world()
@@ -178,11 +177,9 @@ def main():
               f"| {rate:.0f} | {rate / peaks[precision]:.0%} | {groups.get('aggregation', 0):.1f} "
               f"| {groups.get('dropout/ReLU', 0):.1f} | {groups.get('casts/copies', 0):.1f} "
               f"| {groups.get('other', 0):.1f} |", flush=True)
-    if args.json:
-        with open(args.json, "w") as fh:
-            alone_rows = [{"shape": list(shape), **rates} for shape, rates in alone.items()]
-            json.dump({"machine": common.machine_info(), "peaks": peaks, "rows": rows, "alone_gflops": alone_rows},
-                      fh, indent=1)
+    common.record(rows, path=args.json, title=f"Where a step's time goes (ms per step), {comm.size} ranks",
+                  figures={f"matmul peak {name}, 1 thread, GFLOP/s": rate for name, rate in peaks.items()},
+                  alone_gflops=[{"shape": list(shape), **rates} for shape, rates in alone.items()])
 
 
 if __name__ == "__main__":

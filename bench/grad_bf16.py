@@ -82,7 +82,7 @@ if comm.rank == 0:
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ranks", default="2,4")
-    parser.add_argument("--json")
+    parser.add_argument("--json", help="append this run's record here instead of bench/results/<script>.json")
     args = parser.parse_args()
     common.print_header("bfloat16 gradient reduction")
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
@@ -98,9 +98,7 @@ def main():
             print(f"| {ranks} | {row['n']:,} | {row['fp32_ms']:.2f} | {row['callback_ms']:.2f} | "
                   f"{row['bf16sync_ms']:.2f} | {row['callback_ms'] / row['bf16sync_ms']:.2f} | "
                   f"{row['bf16sync_ms'] / row['fp32_ms']:.2f} |", flush=True)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"machine": common.machine_info(), "rows": every}, fh, indent=1)
+    common.record(every, path=args.json, title="bfloat16 gradient reduction against the float32 Allreduce")
 
 
 if __name__ == "__main__":

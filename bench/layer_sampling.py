@@ -116,11 +116,14 @@ def main():
         sizes = [int(s) for s in args.layer_sizes.split(",")]
         with PhaseTimer(graph) as phases:
             row = measure(graph, LayerSampler(sizes), batches, comm, phases)
+        rows = [{"sampler": f"layer {args.layer_sizes}", "ranks": comm.size, **row}]
         if comm.rank == 0:
-            print(json.dumps({"sampler": f"layer {args.layer_sizes}", "ranks": comm.size, **row}), flush=True)
+            print(json.dumps(rows[-1]), flush=True)
         row = measure(graph, NeighborSampler([10, 25]), batches, comm)
+        rows.append({"sampler": "neighbor 10,25", "ranks": comm.size, **row})
         if comm.rank == 0:
-            print(json.dumps({"sampler": "neighbor 10,25", "ranks": comm.size, **row}), flush=True)
+            print(json.dumps(rows[-1]), flush=True)
+            common.record(rows, title=f"One LADIES batch against neighbour sampling, {args.graph} graph (ms per batch)")
 
 
 if __name__ == "__main__":

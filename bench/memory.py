@@ -68,6 +68,7 @@ def main():
     print("| system | features | processes | per process: peak RSS MiB | RSS MiB | PSS MiB |\n"
           "|---|---|---|---|---|---|")
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    rows = []
     for ranks in [int(r) for r in args.ranks.split(",")]:
         for feat_dtype in args.feat_dtypes.split(","):
             tag = "mem_parts" if feat_dtype == "float32" else f"mem_parts_{feat_dtype}"
@@ -79,6 +80,9 @@ def main():
                 cells = [" / ".join(f"{m[key]:.0f}" for m in mem) for key in ("VmHWM", "VmRSS", "Pss")]
                 print(f"| hpcgnn DistGraph ({route}) | {feat_dtype} | {ranks} rank(s) | " + " | ".join(cells) + " |",
                       flush=True)
+                rows.append({"system": f"hpcgnn DistGraph ({route})", "features": feat_dtype, "processes": ranks,
+                             "peak RSS MiB per process": [m["VmHWM"] for m in mem],
+                             "RSS MiB": [m["VmRSS"] for m in mem], "PSS MiB": [m["Pss"] for m in mem]})
                 if ranks == 1:
                     break
     if args.dgl:
@@ -91,6 +95,9 @@ def main():
         mem = result_of(out)["MiB"]
         print(f"| DGL 2.1 DistGraph, standalone | float32 | 1 process | {mem['VmHWM']:.0f} | {mem['VmRSS']:.0f} "
               f"| {mem['Pss']:.0f} |", flush=True)
+        rows.append({"system": "DGL 2.1 DistGraph, standalone", "features": "float32", "processes": 1,
+                     "peak RSS MiB per process": mem["VmHWM"], "RSS MiB": mem["VmRSS"], "PSS MiB": mem["Pss"]})
+    common.record(rows, title="Memory of a loaded partition, 1M nodes, 46.5M edges")
 
 
 if __name__ == "__main__":

@@ -102,7 +102,7 @@ def main():
                         help="also run --method ldg (streaming) on these rank counts, e.g. 2")
     parser.add_argument("--kaminpar", action="store_true",
                         help="add --method kaminpar beside METIS, both balancing node counts only")
-    parser.add_argument("--json", help="write all rows here")
+    parser.add_argument("--json", help="append this run's record here instead of bench/results/<script>.json")
     args = parser.parse_args()
 
     common.print_header("partition benchmark")
@@ -149,9 +149,8 @@ def main():
                   f"{rows[-1]['cut_pct'] / serial['cut_pct']:.3f}, process wall "
                   f"{rows[-1]['process_wall_s'] / serial['process_wall_s']:.2f}, largest rank's peak RSS "
                   f"{rows[-1]['peak_rss_GiB'] / serial['peak_rss_GiB']:.2f}; levels {rows[-1]['levels']}", flush=True)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"machine": common.machine_info(), "rows": rows}, fh, indent=1)
+    common.record(rows, path=args.json, title="Partitioning: time, memory, cut and balance",
+                  graph=os.path.basename(graph))
 
 
 if __name__ == "__main__":

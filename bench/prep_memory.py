@@ -60,7 +60,7 @@ def main():
     parser.add_argument("--feat-dim", type=int, default=8)
     parser.add_argument("--ranks", default="2")
     parser.add_argument("--parts", type=int, default=2)
-    parser.add_argument("--json", help="write the rows here")
+    parser.add_argument("--json", help="append this run's record here instead of bench/results/<script>.json")
     args = parser.parse_args()
     common.print_header("distributed partitioning memory per input edge")
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
@@ -83,9 +83,8 @@ def main():
             print(f"| {ranks} | {stage} | {held:.0f} | {peak:.0f} | {peak * SCALE_INPUT_EDGES / 2**30:.1f} GiB |",
                   flush=True)
         shutil.rmtree(out_dir, ignore_errors=True)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"machine": common.machine_info(), "rows": rows}, fh, indent=1)
+    common.record(rows, path=args.json, title="Peak bytes per input edge of a rank, per stage",
+                  graph=os.path.basename(graph))
 
 
 if __name__ == "__main__":

@@ -132,6 +132,7 @@ def main():
         sys.exit("DGL virtualenv not found (see bench/partition.py --dgl-setup)")
     print("| graph | what | hpcgnn seeds/s | hpcgnn edges/s | DGL 2.1 seeds/s | DGL edges/s | ratio |\n"
           "|---|---|---|---|---|---|---|")
+    rows = []
     for tag in args.graphs.split(","):
         graph = common.ensure_graph(*GRAPHS[tag])
         one = common.ensure_parts(graph, 1, f"sample_{tag}")
@@ -144,6 +145,10 @@ def main():
             theirs = (dgl[f"{key}_seeds_per_s"], dgl[f"{key}_edges_per_s"]) if dgl else (float("nan"),) * 2
             print(f"| {tag} | {label} | {mine['seeds_per_s']:,.0f} | {mine['edges_per_s'] / 1e6:.2f}M "
                   f"| {theirs[0]:,.0f} | {theirs[1] / 1e6:.2f}M | {mine['seeds_per_s'] / theirs[0]:.2f} |", flush=True)
+            rows.append({"graph": tag, "what": label, "hpcgnn seeds/s": mine["seeds_per_s"],
+                         "hpcgnn edges/s": mine["edges_per_s"], "DGL 2.1 seeds/s": theirs[0] if dgl else None,
+                         "DGL edges/s": theirs[1] if dgl else None,
+                         "hpcgnn / DGL": mine["seeds_per_s"] / theirs[0] if dgl else None})
         two = common.ensure_parts(graph, 2, f"sample_{tag}")
         for route in ("shm", "rma"):
             for mode in ("loader", "prefetch"):
@@ -151,6 +156,9 @@ def main():
                 extra = f", wait {r['wait_ms']:.2f} ms/batch" if "wait_ms" in r else ""
                 print(f"| {tag} | 2 ranks, {route}, {mode} (slowest rank{extra}) | {r['seeds_per_s']:,.0f} "
                       f"| {r['edges_per_s'] / 1e6:.2f}M | | | |", flush=True)
+                rows.append({"graph": tag, "what": f"2 ranks, {route}, {mode} (slowest rank{extra})",
+                             "hpcgnn seeds/s": r["seeds_per_s"], "hpcgnn edges/s": r["edges_per_s"]})
+    common.record(rows, title="Sampling and loading rates, fanouts 10,25, batch 1000, 1 thread per rank")
 
 
 if __name__ == "__main__":

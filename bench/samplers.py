@@ -266,14 +266,12 @@ def main():
     parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16"), help="speed: hpcgnn's --precision")
     parser.add_argument("--seed", type=int, default=0, help="curves: the accuracy runs' seed")
     parser.add_argument("--figure", default=os.path.join("docs", "figures", "samplers_time_to_accuracy.png"))
-    parser.add_argument("--json")
+    parser.add_argument("--json", help="append this run's record here instead of bench/results/<script>.json")
     args = parser.parse_args()
     args.ranks = args.ranks or ("1,2,4" if args.what == "accuracy" else "2")
     common.print_header(f"samplers {args.what}")
     rows = {"accuracy": accuracy_runs, "speed": speed_runs, "curves": curves}[args.what](args)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"machine": common.machine_info(), "rows": rows}, fh, indent=1)
+    common.record(rows, path=args.json, title=f"Samplers: {args.what}")
 
 
 if __name__ == "__main__":

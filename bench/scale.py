@@ -46,7 +46,7 @@ def main():
     parser.add_argument("--parts", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--reuse", action="store_true", help="keep an existing graph file and parts")
-    parser.add_argument("--json", help="write the rows here")
+    parser.add_argument("--json", help="append this run's record here instead of bench/results/<script>.json")
     args = parser.parse_args()
     common.print_header("seed 004's graph on one box")
     mpiexec = [os.path.join(os.path.dirname(sys.executable), "mpiexec"), "-n", str(args.ranks)]
@@ -87,10 +87,8 @@ def main():
     print(f"# core-seconds per epoch: hpcgnn {ours_core_s:.0f} ({args.ranks} cores), seed 004's DGL "
           f"{seed_core_s:.0f} ({SEED_004['cores']} cores, {SEED_004['epoch_s']} s); "
           f"ratio {ours_core_s / seed_core_s:.2f}")
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"machine": common.machine_info(), "rows": rows, "final": final, "meta_partitioner": p}, fh,
-                      indent=1)
+    common.record(rows, path=args.json, title="A generated graph end to end: generate, partition, train",
+                  final=final, meta_partitioner=p)
 
 
 if __name__ == "__main__":

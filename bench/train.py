@@ -118,6 +118,7 @@ def main():
     print("| graph | system | ranks | route | precision | variant | median epoch s (2..N) "
           "| sample/gather/compute/allreduce/wait s (max over ranks) | gradient KiB sent/step/rank | test acc "
           "| peak RSS MiB per rank |\n|---|---|---|---|---|---|---|---|---|---|---|")
+    rows = []
     for tag in args.graphs.split(","):
         graph = common.ensure_graph(*GRAPHS[tag])
         if args.dgl:
@@ -126,6 +127,8 @@ def main():
             print(f"| {tag} | DGL 2.1 single process | 1 | - | fp32 | - | {r['epoch_s']:.2f} "
                   f"| sample {b['sample']:.2f}, fetch {b['fetch']:.2f}, fwd+bwd {b['forward'] + b['backward']:.2f} "
                   f"| - | {r['test_acc']:.4f} | {r['peak_rss_MiB'][0]:.0f} |", flush=True)
+            rows.append(_row(tag, "DGL 2.1 single process", 1, "-", "fp32", "-", r["epoch_s"], b, None, r["test_acc"],
+                             r["peak_rss_MiB"][0]))
         for ranks in [int(x) for x in args.ranks.split(",")]:
             if args.distdgl and ranks > 1:
                 r = dist_dgl(python, graph, tag, ranks, args.epochs)
@@ -134,6 +137,8 @@ def main():
                       f"| sample {b['sample']:.2f}, fetch {b['fetch']:.2f}, "
                       f"fwd+bwd {b['forward'] + b['backward']:.2f} (rank 0) | - | {r['test_acc']:.4f} | {r['rss']} |",
                       flush=True)
+                rows.append(_row(tag, "DistDGL 2.1", ranks, "servers+RPC", "fp32", "-", r["epoch_s"], b, None,
+                                 r["test_acc"], r["rss"]))
             for route in (args.routes.split(",") if ranks > 1 else ("shm",)):
                 for precision in args.precisions.split(","):
                     for variant in args.variants.split(","):
@@ -148,6 +153,18 @@ def main():
                         print(f"| {tag} | hpcgnn | {ranks} | {route} | {precision} | {variant} | {r['epoch_s']:.2f} "
                               f"| {ph} | {'-' if sent is None else f'{sent / 1024:.0f}'} | {r['test_acc']:.4f} "
                               f"| {rss} |", flush=True)
+                        rows.append(_row(tag, "hpcgnn", ranks, route, precision, variant, r["epoch_s"],
+                                         {k: r["phases_max_s"][k] for k in phases},
+                                         None if sent is None else sent / 1024, r["test_acc"], r["peak_rss_MiB"]))
+    common.record(rows, title=f"Training epochs, GraphSAGE 2x256, fanouts 10,25, batch 1000 per rank, "
+                              f"{args.epochs} epochs")
+
+
+def _row(graph, system, ranks, route, precision, variant, epoch_s, phases, grad_kib, test_acc, rss) -> dict:
+    """One line of the training table as a record row."""
+    return {"graph": graph, "system": system, "ranks": ranks, "route": route, "precision": precision,
+            "variant": variant, "median epoch s (2..N)": epoch_s, "phases s (max over ranks)": phases,
+            "gradient KiB sent/step/rank": grad_kib, "test acc": test_acc, "peak RSS MiB per rank": rss}
 
 
 if __name__ == "__main__":
