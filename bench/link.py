@@ -178,14 +178,12 @@ def main():
     parser.add_argument("--steps", type=int, default=300, help="throughput: training steps timed")
     parser.add_argument("--dgl", action="store_true", help="throughput: DGL 2.1 side by side")
     parser.add_argument("--reuse", action="store_true", help="accuracy: take finished runs from bench/work")
-    parser.add_argument("--json")
+    parser.add_argument("--json", help="append this run's record here instead of bench/results/<script>.json")
     args = parser.parse_args()
     args.ranks = args.ranks or ("1,2,4" if args.what == "accuracy" else "1,2")
     common.print_header(f"link prediction {args.what}")
     rows = accuracy(args) if args.what == "accuracy" else throughput(args)
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"machine": common.machine_info(), "rows": rows}, fh, indent=1)
+    common.record(rows, path=args.json, title=f"Link prediction {args.what}")
 
 
 if __name__ == "__main__":
