@@ -30,7 +30,7 @@ VARIANTS = (("off", False), ("on", True))
 def worker(path):
     """Every rank loads its part of ``path``; rank 0 prints each rank's seconds."""
     from hpcgnn import DistGraph
-    from hpcgnn.prep import ondisk
+    from hpcgnn.format import ondisk
     from hpcgnn.runtime.abort import install_abort_hook
     from hpcgnn.runtime.comm import world
 

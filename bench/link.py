@@ -102,7 +102,7 @@ def accuracy(args):
 def export_split(parts, out):
     """The dataset's message-passing graph, features, training edges (each undirected edge once),
     test edges and their negatives as one npz, in the dataset's ids: what bench/dgl_link.py reads."""
-    from hpcgnn.prep import ondisk
+    from hpcgnn.format import ondisk
 
     meta = ondisk.read_meta(parts)
     src, dst, feat, test = [], [], [], {"src": [], "dst": [], "neg": []}

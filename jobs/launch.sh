@@ -26,7 +26,7 @@ dataset_parts() {
     "$PYTHON" - "$1" <<'PY'
 import sys
 
-from hpcgnn.prep.ondisk import read_meta
+from hpcgnn.format.ondisk import read_meta
 from hpcgnn.runtime.errors import InputError
 
 try:

@@ -1,6 +1,8 @@
 """The rules of the package layout (README, "Architecture"), checked on the source with ``ast``.
 
 - imports point one way: a module imports only its own layer or lower ones, never a cycle;
+- the runtime path (store .. training) never imports the offline tools of ``prep``: what both
+  share (the on-disk format, dtypes, mask names) is the ``format`` layer below them;
 - imports sit at the top of a module, except ones deferred on purpose (marked ``# deferred:``);
 - no module reads another object's private (``_name``) attributes;
 - functions of the runtime path (graph, sampling, loading, training) stay short.
@@ -13,13 +15,17 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent / "hpcgnn"
 
 #: lowest first; a module may import its own layer and the ones before it
-LAYERS = ("runtime", "prep", "store", "graph", "sampling", "loading", "nn", "training", "cli", "testing")
+LAYERS = ("runtime", "format", "prep", "store", "graph", "sampling", "loading", "nn", "tasks", "training", "cli",
+          "testing")
+#: the layers a training job runs; none imports ``prep`` (the layers below them cannot, by the
+#: layer order, so no import chain from them reaches ``prep`` either)
+RUNTIME_PATH = ("store", "graph", "sampling", "loading", "nn", "tasks", "training")
 TOP = len(LAYERS)  # the package facade and the command entry points
 SHORT_FUNCTION_LAYERS = ("graph", "sampling", "loading", "training")
 MAX_FUNCTION_LINES = 60
 #: compiled kernels (cython/): below every layer, importable by all
 KERNELS = {"hpcgnn._csr", "hpcgnn._sample", "hpcgnn._layerwise", "hpcgnn._dense", "hpcgnn._rows", "hpcgnn._progress",
-           "hpcgnn._spmm", "hpcgnn._attention", "hpcgnn._partition"}
+           "hpcgnn._spmm", "hpcgnn._attention", "hpcgnn._partition", "hpcgnn._metis"}
 #: underscore names that are part of a library's contract: ``os._exit`` (exit without unwinding),
 #: and the reconstructors that pickled numpy arrays name (the Planetoid reader allow-lists them)
 PUBLIC_UNDERSCORE = {("os", "_exit"), ("_multiarray", "_reconstruct"), ("copyreg", "_reconstructor")}
@@ -113,6 +119,16 @@ def test_imports_point_down_the_layers():
     assert not wrong, "\n".join(wrong)
 
 
+def test_the_runtime_path_never_imports_prep():
+    wrong = []
+    for importer, targets in import_graph().items():
+        parts = importer.split(".")
+        if len(parts) > 1 and parts[1] in RUNTIME_PATH:
+            wrong += [f"{importer} imports {t}" for t in sorted(targets) if t.split(".")[:2] == ["hpcgnn", "prep"]]
+    assert not wrong, "the runtime path imports the offline tools (move what it needs to hpcgnn.format):\n" + \
+        "\n".join(wrong)
+
+
 def layer_name(module):
     index = layer_of(module)
     return "kernels" if index < 0 else LAYERS[index] if index < TOP else "top level"
@@ -168,7 +184,7 @@ def test_runtime_path_functions_stay_short():
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(long)
 
 
-@pytest.mark.parametrize("bad", ["upward", "cycle"])
+@pytest.mark.parametrize("bad", ["upward", "cycle", "prep"])
 def test_the_checks_catch_a_violation(bad, tmp_path, monkeypatch):
     """The graph checks see what they claim to: plant one violation in a copy of the package."""
     import shutil
@@ -178,15 +194,21 @@ def test_the_checks_catch_a_violation(bad, tmp_path, monkeypatch):
     victim = copy / "runtime" / "rng.py"
     if bad == "upward":
         victim.write_text(victim.read_text() + "\nfrom hpcgnn.training import loop  # noqa\n")
-    else:
+    elif bad == "cycle":
         (copy / "runtime" / "files.py").write_text((copy / "runtime" / "files.py").read_text()
                                                    + "\nfrom hpcgnn.runtime import rng  # noqa\n")
         victim.write_text(victim.read_text() + "\nfrom hpcgnn.runtime import files  # noqa\n")
+    else:  # a layer above prep by the order, so only the runtime-path rule refuses it
+        victim = copy / "graph" / "split.py"
+        victim.write_text(victim.read_text() + "\nfrom hpcgnn.prep.graph import Graph  # noqa\n")
     monkeypatch.setattr(f"{__name__}.ROOT", copy)
     if bad == "upward":
         with pytest.raises(AssertionError, match="imports hpcgnn.training.loop"):
             test_imports_point_down_the_layers()
-    else:
+    elif bad == "cycle":
         with pytest.raises(AssertionError, match="import cycle"):
             test_the_import_graph_is_acyclic()
-
+    else:
+        test_imports_point_down_the_layers()
+        with pytest.raises(AssertionError, match="hpcgnn.graph.split imports hpcgnn.prep.graph"):
+            test_the_runtime_path_never_imports_prep()

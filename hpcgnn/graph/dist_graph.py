@@ -15,8 +15,8 @@ from typing import NamedTuple
 import numpy as np
 
 from hpcgnn import _csr, _sample
-from hpcgnn.prep import ondisk
-from hpcgnn.prep.graph import MASKS
+from hpcgnn.format import ondisk
+from hpcgnn.format.fields import MASKS
 from hpcgnn.runtime.collectives import fail_together
 from hpcgnn.runtime.comm import node_comm, world
 from hpcgnn.runtime.errors import InputError
@@ -81,7 +81,7 @@ class DistGraph(CollectiveResource):
         as ``meta.json``'s ``source`` records), so no node has the same in-neighbour twice:
         samplers may skip their duplicate-edge checks. False when unknown.
     link_meta : dict or None
-        ``meta.json``'s ``link`` entry (split, seed, K, counts; see :mod:`hpcgnn.prep.ondisk`), or None.
+        ``meta.json``'s ``link`` entry (split, seed, K, counts; see :mod:`hpcgnn.format.ondisk`), or None.
     """
 
     def __init__(self, path, comm=None, progress_interval=None):
@@ -116,7 +116,7 @@ class DistGraph(CollectiveResource):
     def _load_part(self, n_local, e_local):
         """Collective over comm. Read this rank's part file into the windows (``ondisk.PartFile``: its
         objects checked before any read, shapes against meta.json, checksums verified, then the
-        values read: :meth:`~hpcgnn.prep.ondisk.PartFile.value_problems`). A bad part fails every
+        values read: :meth:`~hpcgnn.format.ondisk.PartFile.value_problems`). A bad part fails every
         rank together, never one rank alone while the others wait in the next collective."""
         part = error = None
         try:
@@ -172,7 +172,7 @@ class DistGraph(CollectiveResource):
 
     def _loaded_arrays(self) -> dict:
         """This rank's arrays whose values the format constrains, by dataset name
-        (:meth:`~hpcgnn.prep.ondisk.PartFile.value_problems`)."""
+        (:meth:`~hpcgnn.format.ondisk.PartFile.value_problems`)."""
         arrays = {"indptr": self._indptr_win.local, "indices": self._indices_win.local}
         arrays.update({name: tensor.local for name, tensor in self.ndata.items()
                        if name == "label" or name in MASKS})

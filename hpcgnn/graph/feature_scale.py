@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hpcgnn.prep.feat_dtype import bfloat16_bits, bfloat16_values
+from hpcgnn.format.feat_dtype import bfloat16_bits, bfloat16_values
 from hpcgnn.runtime.errors import InputError
 
 FEATURE_SCALES = ("auto", "standard", "row", "none")

@@ -2,6 +2,6 @@
 graphs, partition with METIS and write the HDF5 dataset that the runtime loads.
 
 Data flows ``read/`` -> :mod:`~hpcgnn.prep.transform` -> :mod:`~hpcgnn.prep.partition`
-(-> :mod:`~hpcgnn.prep.metis`) -> :mod:`~hpcgnn.prep.ondisk`; :mod:`~hpcgnn.prep.inspection`
+(-> :mod:`~hpcgnn._metis`) -> :mod:`~hpcgnn.format.ondisk`; :mod:`~hpcgnn.prep.inspection`
 reads a dataset back and verifies it.
 """

@@ -32,7 +32,7 @@ pairs (``dataset_negatives: "replaced"``); a reader's pool negatives (OGB ``edge
 all positives) do not fit K per positive and are replaced by drawn ones (``dataset_negatives:
 "pool"`` in meta.json).
 
-On disk (:mod:`hpcgnn.prep.ondisk`) each evaluation edge is stored by the part that owns its
+On disk (:mod:`hpcgnn.format.ondisk`) each evaluation edge is stored by the part that owns its
 destination, in the partitioned (new) ids: :class:`PartLinks`.
 """
 from __future__ import annotations
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hpcgnn.prep import ondisk
+from hpcgnn.format import ondisk
 from hpcgnn.prep.graph import Graph
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.rng import generator
@@ -159,7 +159,7 @@ class LinkSplit:
         return dataclasses.replace(self, notes=notes, **sets)
 
     def meta(self) -> dict:
-        """Local. The ``link`` object of ``meta.json`` (see :mod:`hpcgnn.prep.ondisk`)."""
+        """Local. The ``link`` object of ``meta.json`` (see :mod:`hpcgnn.format.ondisk`)."""
         split = self.split if isinstance(self.split, str) else [float(x) for x in self.split]
         entry = {"symmetric": bool(self.symmetric), "split": split, "seed": int(self.seed),
                  "eval_negatives": int(self.eval_negatives), "negatives": self.negatives,

@@ -21,17 +21,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hpcgnn.format.fields import MASKS, UNLABELLED, check_finite, check_node_field
 from hpcgnn.runtime.errors import InputError
 
-MASKS = ("train_mask", "val_mask", "test_mask")
-#: Node field holding each node's id in the input file, once a step numbered the nodes anew
-#: (an edge list's ``--relabel`` or ``--id-base 1``, ``--largest-component``); without it a
-#: node's id is its id in the file. The partitioner writes it as the part files' ``orig_id``.
-ORIG_ID = "orig_id"
-#: Label of a node without one; the readers map missing labels (NaN, an empty one-hot row) to
-#: it, random splits skip it, and it may not appear on a node inside a split mask (the loss
-#: and the accuracy read the labels of exactly those nodes).
-UNLABELLED = -1
 # Sparse ids: a node count implied by the largest id is refused when it is above both of
 # these: ``SPARSE_ID_MIN_NODES`` keeps small inputs (whose node arrays cost little) out of the
 # rule, and real graphs name nearly all their ids (average degree is well above 1), so a count
@@ -108,7 +100,7 @@ class Graph:
         self._check_masks_and_labels()
         for name, arr in self.edata.items():
             _check_rows(where, f"edge_{name}", arr, self.num_edges, "num_edges")
-            _check_finite(where, f"edge_{name}", arr)
+            check_finite(where, f"edge_{name}", arr)
         if self.link is not None:
             self.link.validate(where, self.num_nodes)
         return self
@@ -277,36 +269,3 @@ def check_memory(where, num_nodes, num_edges, field, value):
         raise InputError(where, f"{int(num_nodes):,} nodes and {int(num_edges):,} edges need at least "
                          f"{need / 2**30:.1f} GiB to partition but {have / 2**30:.1f} GiB is available; "
                          f"if the ids are sparse, {RELABEL_HINT}", field, value)
-
-
-def check_node_field(where, name, arr):
-    """Local. Refuse a node field of the wrong kind: masks boolean 1-D, labels integer 1-D or 2-D,
-    ``feat`` 2-D, floating values finite (InputError naming the field)."""
-    ndim = len(getattr(arr, "shape", ()))
-    if name in MASKS:
-        if getattr(arr, "dtype", None) != np.bool_:
-            raise InputError(where, "masks must be boolean", name, getattr(arr, "dtype", type(arr)))
-        if ndim != 1:
-            raise InputError(where, "masks must be 1-D [num_nodes]", name, list(arr.shape))
-    elif name == "label":
-        if not np.issubdtype(arr.dtype, np.integer):
-            raise InputError(where, "labels must be integers", name, arr.dtype)
-        if ndim not in (1, 2):
-            raise InputError(where, "labels must be 1-D [num_nodes] (or 2-D multi-label)", name, list(arr.shape))
-        if ndim == 2 and arr.shape[1] == 0:
-            raise InputError(where, "a multi-label label [num_nodes, C] needs at least one column", name,
-                             list(arr.shape))
-    elif name == "feat" and ndim != 2:
-        raise InputError(where, "features must be 2-D [num_nodes, width]", name, list(arr.shape))
-    _check_finite(where, name, arr)
-
-
-def _check_finite(where, name, arr):
-    values = arr.data if hasattr(arr, "tocsr") else arr
-    if np.issubdtype(values.dtype, np.floating):
-        bad = ~np.isfinite(values)
-        if bad.any():
-            first = values.reshape(-1)[np.flatnonzero(bad.reshape(-1))[0]]
-            raise InputError(where, "contains NaN or inf", name, float(first))
-    elif not (np.issubdtype(values.dtype, np.integer) or values.dtype == np.bool_):
-        raise InputError(where, "unsupported dtype", name, values.dtype)

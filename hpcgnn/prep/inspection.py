@@ -17,9 +17,9 @@ import os
 
 import numpy as np
 
-from hpcgnn.prep import ondisk
+from hpcgnn.format import ondisk
+from hpcgnn.format.fields import MASKS, ORIG_ID
 from hpcgnn.prep.edge_digest import EdgeDigest, csc_digest, graph_digest
-from hpcgnn.prep.graph import MASKS, ORIG_ID
 from hpcgnn.prep.read import add_reader_arguments
 from hpcgnn.runtime.abort import entry_point
 from hpcgnn.runtime.errors import InputError

@@ -1,13 +1,13 @@
 """The files of a partitioned dataset, as both writers (serial and spread over the ranks) make them:
-one part's statistics and HDF5 file, and meta.json's content (format: :mod:`hpcgnn.prep.ondisk`)."""
+one part's statistics and HDF5 file, and meta.json's content (format: :mod:`hpcgnn.format.ondisk`)."""
 from __future__ import annotations
 
 import os
 
 import numpy as np
 
-from hpcgnn.prep import ondisk
-from hpcgnn.prep.graph import MASKS
+from hpcgnn.format import ondisk
+from hpcgnn.format.fields import MASKS
 
 
 def part_stats(arrays: dict, node_start: int, node_end: int) -> dict:

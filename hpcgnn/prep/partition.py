@@ -17,7 +17,10 @@ import time
 import numpy as np
 
 from hpcgnn import _csr
-from hpcgnn.prep import ondisk
+from hpcgnn._metis import part_graph_kway
+from hpcgnn.format import ondisk
+from hpcgnn.format.feat_dtype import FEAT_DTYPES, encode, encoding_of
+from hpcgnn.format.fields import ORIG_ID
 from hpcgnn.prep.edge_digest import graph_digest
 from hpcgnn.prep.edge_split import (
     DEFAULT_EVAL_NEGATIVES,
@@ -26,10 +29,8 @@ from hpcgnn.prep.edge_split import (
     parse_edge_split,
     parse_negatives_kind,
 )
-from hpcgnn.prep.feat_dtype import FEAT_DTYPES, encode, encoding_of
-from hpcgnn.prep.graph import ORIG_ID, Graph
+from hpcgnn.prep.graph import Graph
 from hpcgnn.prep.kaminpar import part_graph_kaminpar
-from hpcgnn.prep.metis import part_graph_kway
 from hpcgnn.prep.part_files import dataset_meta, field_specs, part_stats, write_part_file
 from hpcgnn.prep.read import add_reader_arguments, detect_format, read_graph, reader_options
 from hpcgnn.prep.transform import prepare
@@ -165,10 +166,10 @@ class Relabeling:
 
 
 def part_arrays(graph: Graph, csc, relabel: Relabeling, part_id: int) -> dict:
-    """Local. Every dataset of part ``part_id``'s file (see :mod:`hpcgnn.prep.ondisk`).
+    """Local. Every dataset of part ``part_id``'s file (see :mod:`hpcgnn.format.ondisk`).
 
     ``orig_id`` is each node's id in the input file: node field ``orig_id`` when a step
-    numbered the nodes anew (:data:`~hpcgnn.prep.graph.ORIG_ID`), else its id in ``graph``.
+    numbered the nodes anew (:data:`~hpcgnn.format.fields.ORIG_ID`), else its id in ``graph``.
     """
     indptr, indices, eids = csc
     owned = relabel.owned(part_id)
@@ -206,7 +207,7 @@ def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis"
     graph : Graph or None
         The input graph; only rank 0's is used (other ranks may pass None). Its held-out edge
         sets (``graph.link``, from :func:`~hpcgnn.prep.edge_split.hold_out_edges`) are written
-        too: ``link_*`` datasets per part and meta.json's ``link`` (see :mod:`hpcgnn.prep.ondisk`).
+        too: ``link_*`` datasets per part and meta.json's ``link`` (see :mod:`hpcgnn.format.ondisk`).
     out_dir : path
         Destination directory, replaced atomically (written to a temporary sibling first).
     num_parts : int
@@ -232,8 +233,8 @@ def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis"
         ``log(line)`` after each stage on rank 0 (CSC, part assignment, part files); a
         :class:`~hpcgnn.runtime.stages.StageLog` prints it with the stage's time.
     feat_dtype : str
-        How ``feat`` is stored (:data:`~hpcgnn.prep.feat_dtype.FEAT_DTYPES`): float32, or the
-        2-byte bfloat16 or float16 (:mod:`hpcgnn.prep.feat_dtype`).
+        How ``feat`` is stored (:data:`~hpcgnn.format.feat_dtype.FEAT_DTYPES`): float32, or the
+        2-byte bfloat16 or float16 (:mod:`hpcgnn.format.feat_dtype`).
 
     Returns
     -------

@@ -4,7 +4,7 @@ Every transform returns a new :class:`~hpcgnn.prep.graph.Graph`; edge fields fol
 and node fields their nodes, and a reader's held-out edge sets (``Graph.link``) are kept. Only
 :func:`largest_component` numbers the nodes anew (held-out edges too, dropping those it cannot
 name any more); it keeps each node's input-file id in node field
-:data:`~hpcgnn.prep.graph.ORIG_ID`, so the part files and every output name the nodes as the
+:data:`~hpcgnn.format.fields.ORIG_ID`, so the part files and every output name the nodes as the
 input file does. The heavy ones (dedup, symmetrize) use the compiled CSR kernels, which are
 linear in the edge count apart from sorting each node's own neighbour list.
 """
@@ -17,7 +17,8 @@ from scipy.sparse import coo_matrix, diags
 from scipy.sparse.csgraph import connected_components
 
 from hpcgnn import _csr
-from hpcgnn.prep.graph import MASKS, ORIG_ID, Graph
+from hpcgnn.format.fields import MASKS, ORIG_ID
+from hpcgnn.prep.graph import Graph
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.stages import silent
 
@@ -79,7 +80,7 @@ def symmetrize(graph: Graph) -> Graph:
 def largest_component(graph: Graph) -> Graph:
     """Local. Restrict to the largest weakly connected component, ids renumbered in order.
 
-    Node field ``orig_id`` (:data:`~hpcgnn.prep.graph.ORIG_ID`) keeps each kept node's id in the
+    Node field ``orig_id`` (:data:`~hpcgnn.format.fields.ORIG_ID`) keeps each kept node's id in the
     input file: the reader's when it renumbered the file's ids, else the id before this step.
     Held-out edges (``graph.link``) are renumbered too: one with an end outside the component is
     dropped, and a negative outside it is drawn again at ``--edge-split`` time.

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from hpcgnn import _csr
-from hpcgnn.prep.metis import part_graph_kway
+from hpcgnn._metis import part_graph_kway
 from hpcgnn.sampling.block import MiniBatch
 from hpcgnn.sampling.subgraph import LocalGraph, agreed_share, size_warning, sizes_note, target_seeds, target_share
 

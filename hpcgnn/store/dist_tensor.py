@@ -68,7 +68,7 @@ class DistTensor(CollectiveResource):
         ``local_data(out)`` fills the shard in place (e.g. an HDF5 ``read_direct``).
     encoding : str, optional
         What the stored values mean when ``dtype`` alone does not say: ``"bfloat16"`` for uint16
-        bit patterns of bfloat16 values (:mod:`hpcgnn.prep.feat_dtype`); :func:`float_rows`
+        bit patterns of bfloat16 values (:mod:`hpcgnn.format.feat_dtype`); :func:`float_rows`
         decodes gathered rows.
     """
 

@@ -6,7 +6,7 @@ import os
 import h5py
 import numpy as np
 
-from hpcgnn.prep import ondisk
+from hpcgnn.format import ondisk
 from hpcgnn.prep.partition import partition_graph
 from hpcgnn.testing.graphs import clustered_graph
 

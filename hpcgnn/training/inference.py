@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from hpcgnn.format.fields import MASKS
 from hpcgnn.nn import BlockTensors
-from hpcgnn.prep.graph import MASKS
 from hpcgnn.runtime.rng import derive_seed
 from hpcgnn.runtime.watchdog import beat, waiting_in
 from hpcgnn.sampling import NeighborSampler

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from hpcgnn.format import ondisk
 from hpcgnn.graph import DistGraph, node_split
 from hpcgnn.graph.feature_scale import scale_features
 from hpcgnn.loading import NodeDataLoader
 from hpcgnn.nn import build_model, seed_dropout
 from hpcgnn.nn.link import build_link_model
-from hpcgnn.prep import ondisk
 from hpcgnn.runtime.collectives import broadcast_, fail_together
 from hpcgnn.runtime.comm import cores_per_rank, mpi
 from hpcgnn.runtime.errors import InputError

@@ -12,8 +12,9 @@ import h5py
 import numpy as np
 import pytest
 
+from hpcgnn.format import ondisk
 from hpcgnn.graph import DistGraph
-from hpcgnn.prep import inspection, ondisk
+from hpcgnn.prep import inspection
 from hpcgnn.prep.edge_split import hold_out_edges
 from hpcgnn.prep.partition import partition_graph
 from hpcgnn.runtime.errors import InputError

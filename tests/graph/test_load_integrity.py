@@ -4,8 +4,8 @@ import os
 
 import pytest
 
+from hpcgnn.format import ondisk
 from hpcgnn.graph import DistGraph
-from hpcgnn.prep import ondisk
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.testing.datasets import corrupt_bytes, make_dataset
 

@@ -9,6 +9,7 @@ import zipfile
 import numpy as np
 import pytest
 
+from hpcgnn.format.ondisk import read_meta
 from hpcgnn.prep import transform
 from hpcgnn.prep.dist.cleanup import prepare
 from hpcgnn.prep.dist.ingest import NpzArrays, read_npz_spread
@@ -18,7 +19,6 @@ from hpcgnn.prep.dist.write import write_spread
 from hpcgnn.prep.generate import rmat_graph
 from hpcgnn.prep.graph import Graph
 from hpcgnn.prep.inspection import verify
-from hpcgnn.prep.ondisk import read_meta
 from hpcgnn.prep.partition import assign_parts, build_csc
 from hpcgnn.prep.read import write_npz
 from hpcgnn.runtime.errors import InputError

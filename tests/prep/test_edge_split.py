@@ -15,7 +15,8 @@ import h5py
 import numpy as np
 import pytest
 
-from hpcgnn.prep import inspection, ondisk
+from hpcgnn.format import ondisk
+from hpcgnn.prep import inspection
 from hpcgnn.prep import partition as partition_cmd
 from hpcgnn.prep.edge_split import NEGATIVE_ROUNDS, hold_out_edges, parse_edge_split, unit_keys
 from hpcgnn.prep.graph import Graph

@@ -7,10 +7,10 @@ import sys
 import numpy as np
 import pytest
 
+from hpcgnn.format.ondisk import read_meta
 from hpcgnn.prep.dist.edgelist import read_edgelist_spread, splittable
 from hpcgnn.prep.generate import rmat_graph
 from hpcgnn.prep.graph import Graph
-from hpcgnn.prep.ondisk import read_meta
 from hpcgnn.prep.read import read_edgelist, write_npz
 from hpcgnn.runtime.errors import InputError
 from tests.conftest import mpiexec_path

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from hpcgnn.prep.feat_dtype import bfloat16_bits, bfloat16_values, encode
+from hpcgnn.format.feat_dtype import bfloat16_bits, bfloat16_values, encode
 from hpcgnn.runtime.comm import FORCE_RMA_ENV
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.testing.graphs import clustered_graph
@@ -87,7 +87,7 @@ def test_training_on_bfloat16_features_learns(nranks, comm, shared_tmp):
 
 
 def test_a_bad_encoding_in_meta_json_is_refused(tmp_path):
-    from hpcgnn.prep import ondisk
+    from hpcgnn.format import ondisk
     from hpcgnn.prep.partition import partition_graph
 
     path = str(tmp_path / "d")

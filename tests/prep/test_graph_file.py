@@ -11,12 +11,12 @@ import pytest
 
 import hpcgnn.prep.dist.graph_file as graph_file
 from hpcgnn.convert import main as convert_main
+from hpcgnn.format.ondisk import id_dtype
 from hpcgnn.generate import main as generate_main
 from hpcgnn.prep.dist.generate import generate_rmat_file
 from hpcgnn.prep.dist.ingest import read_h5graph_spread, read_npz_spread
 from hpcgnn.prep.generate import rmat_graph
 from hpcgnn.prep.graph import Graph
-from hpcgnn.prep.ondisk import id_dtype
 from hpcgnn.prep.read import detect_format, read_graph, write_npz
 from hpcgnn.prep.read.h5graph import H5GraphArrays, write_h5graph
 from hpcgnn.runtime.errors import InputError

@@ -9,8 +9,9 @@ import h5py
 import numpy as np
 import pytest
 
+from hpcgnn.format import ondisk
 from hpcgnn.graph import DistGraph
-from hpcgnn.prep import inspection, ondisk
+from hpcgnn.prep import inspection
 from hpcgnn.prep.partition import partition_graph
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.testing.datasets import corrupt_bytes

@@ -8,11 +8,11 @@ import pytest
 
 from hpcgnn import _csr
 from hpcgnn import partition as partition_cmd
+from hpcgnn._metis import part_graph_kway
+from hpcgnn.format.ondisk import read_meta
 from hpcgnn.prep.generate import rmat_graph
 from hpcgnn.prep.inspection import verify
 from hpcgnn.prep.kaminpar import part_graph_kaminpar, write_parhip
-from hpcgnn.prep.metis import part_graph_kway
-from hpcgnn.prep.ondisk import read_meta
 from hpcgnn.prep.partition import build_csc
 from hpcgnn.prep.read import write_npz
 from hpcgnn.runtime.errors import InputError

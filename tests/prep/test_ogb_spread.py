@@ -8,9 +8,9 @@ import sys
 import numpy as np
 import pytest
 
+from hpcgnn.format.ondisk import read_meta
 from hpcgnn.prep.dist.ogb import read_ogb_spread, streamable
 from hpcgnn.prep.inspection import verify
-from hpcgnn.prep.ondisk import read_meta
 from hpcgnn.prep.read.ogb import read_ogb
 from hpcgnn.runtime.errors import InputError
 from tests.conftest import mpiexec_path

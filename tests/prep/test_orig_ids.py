@@ -4,7 +4,7 @@ partition command says, a line per stage, where its time goes."""
 import h5py
 import numpy as np
 
-from hpcgnn.prep import ondisk
+from hpcgnn.format import ondisk
 from hpcgnn.prep.graph import Graph
 from hpcgnn.prep.inspection import verify
 from hpcgnn.prep.partition import main as partition_main

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from hpcgnn import partition as partition_cmd
-from hpcgnn.prep import inspection, ondisk
+from hpcgnn.format import ondisk
+from hpcgnn.prep import inspection
 from hpcgnn.prep.partition import partition_graph
 from hpcgnn.prep.read.npz import write_npz
 from hpcgnn.prep.transform import symmetrize

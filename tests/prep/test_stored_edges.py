@@ -8,10 +8,12 @@ import sys
 import numpy as np
 import pytest
 
-from hpcgnn.prep import edge_digest, ondisk, transform
+from hpcgnn.format import ondisk
+from hpcgnn.format.fields import ORIG_ID
+from hpcgnn.prep import edge_digest, transform
 from hpcgnn.prep.edge_digest import EdgeDigest, csc_digest, graph_digest, pairs_digest
 from hpcgnn.prep.generate import rmat_graph
-from hpcgnn.prep.graph import ORIG_ID, Graph
+from hpcgnn.prep.graph import Graph
 from hpcgnn.prep.inspection import check_against_input, verify
 from hpcgnn.prep.partition import partition_graph
 from hpcgnn.prep.read import write_npz

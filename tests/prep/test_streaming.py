@@ -6,6 +6,7 @@ import sys
 import numpy as np
 import pytest
 
+from hpcgnn.format.ondisk import read_meta
 from hpcgnn.prep import transform
 from hpcgnn.prep.dist.ingest import spread_graph
 from hpcgnn.prep.dist.multilevel import undirected_level
@@ -13,7 +14,6 @@ from hpcgnn.prep.dist.pipeline import balance_columns
 from hpcgnn.prep.dist.streaming import ldg_parts
 from hpcgnn.prep.generate import rmat_graph
 from hpcgnn.prep.inspection import verify
-from hpcgnn.prep.ondisk import read_meta
 from hpcgnn.prep.read import write_npz
 from hpcgnn.testing.graphs import clustered_graph
 

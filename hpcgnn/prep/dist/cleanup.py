@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from hpcgnn import _csr
+from hpcgnn.format.fields import ORIG_ID
 from hpcgnn.prep.dist.blocks import (
     Ghosts,
     add_to_owners,
@@ -21,7 +22,6 @@ from hpcgnn.prep.dist.blocks import (
     send_to_owners,
 )
 from hpcgnn.prep.dist.spread import SpreadGraph, to_destination_owners
-from hpcgnn.prep.graph import ORIG_ID
 from hpcgnn.runtime.comm import mpi
 from hpcgnn.runtime.stages import silent
 

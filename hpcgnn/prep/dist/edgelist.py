@@ -15,9 +15,9 @@ import os
 
 import numpy as np
 
+from hpcgnn.format.fields import ORIG_ID
 from hpcgnn.prep.dist.blocks import block_starts
 from hpcgnn.prep.dist.spread import SpreadGraph, to_destination_owners, validate
-from hpcgnn.prep.graph import ORIG_ID
 from hpcgnn.prep.read.edgelist import (
     check_delimiter,
     check_id_options,

@@ -13,7 +13,7 @@ import os
 
 import numpy as np
 
-from hpcgnn.prep.ondisk import id_dtype
+from hpcgnn.format.ondisk import id_dtype
 from hpcgnn.prep.read.h5graph import create_h5graph, write_rows
 from hpcgnn.runtime.collectives import fail_together
 from hpcgnn.runtime.comm import mpi

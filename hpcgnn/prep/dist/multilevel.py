@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hpcgnn import _csr, _partition
+from hpcgnn._metis import part_graph_kway
 from hpcgnn.prep.dist.blocks import (
     Ghosts,
     add_to_owners,
@@ -34,7 +35,6 @@ from hpcgnn.prep.dist.blocks import (
     owner_of,
     send_to_owners,
 )
-from hpcgnn.prep.metis import part_graph_kway
 from hpcgnn.runtime.comm import mpi
 from hpcgnn.runtime.rng import mix64
 from hpcgnn.runtime.stages import silent

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hpcgnn.format.fields import check_node_field
+from hpcgnn.format.ondisk import id_dtype
 from hpcgnn.prep.dist.blocks import owner_of, send_to_owners
-from hpcgnn.prep.graph import check_masks_and_labels, check_node_field
-from hpcgnn.prep.ondisk import id_dtype
+from hpcgnn.prep.graph import check_masks_and_labels
 from hpcgnn.runtime.collectives import fail_together
 from hpcgnn.runtime.comm import mpi
 from hpcgnn.runtime.errors import InputError

@@ -1,6 +1,6 @@
 """Writing the partitioned dataset from a graph spread over the ranks.
 
-The on-disk result is the serial writer's (:mod:`hpcgnn.prep.ondisk`): part ``p`` owns a
+The on-disk result is the serial writer's (:mod:`hpcgnn.format.ondisk`): part ``p`` owns a
 contiguous range of new ids, nodes keep their input order inside a part, ``eid`` numbers the
 cleaned edge list, and meta.json's ``edge_digest`` is that edge list's digest in orig ids
 (:mod:`hpcgnn.prep.edge_digest`), taken before the writer renumbers anything. Part ``p`` is
@@ -13,12 +13,12 @@ import time
 
 import numpy as np
 
-from hpcgnn.prep import ondisk
+from hpcgnn.format import ondisk
+from hpcgnn.format.feat_dtype import encode, encoding_of
+from hpcgnn.format.fields import ORIG_ID
 from hpcgnn.prep.dist.blocks import fetch, send_to_owners, starts_from_counts
 from hpcgnn.prep.dist.spread import SpreadGraph
 from hpcgnn.prep.edge_digest import EdgeDigest, graph_digest
-from hpcgnn.prep.feat_dtype import encode, encoding_of
-from hpcgnn.prep.graph import ORIG_ID
 from hpcgnn.prep.part_files import dataset_meta, field_specs, part_stats, write_part_file
 from hpcgnn.runtime.comm import mpi
 from hpcgnn.runtime.files import forget, make_temp_dir, remove_temp_dir, replace_dir, track_temporary

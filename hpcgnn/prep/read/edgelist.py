@@ -8,7 +8,8 @@ import zlib
 
 import numpy as np
 
-from hpcgnn.prep.graph import ORIG_ID, Graph
+from hpcgnn.format.fields import ORIG_ID
+from hpcgnn.prep.graph import Graph
 from hpcgnn.prep.read.text import (
     DEFAULT_CHUNK_BYTES,
     TEXT_ENCODING,

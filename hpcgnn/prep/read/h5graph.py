@@ -20,8 +20,8 @@ import os
 import h5py
 import numpy as np
 
+from hpcgnn.format.ondisk import id_dtype
 from hpcgnn.prep.graph import Graph
-from hpcgnn.prep.ondisk import id_dtype
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.files import atomic_path
 

@@ -16,7 +16,8 @@ import zipfile
 
 import numpy as np
 
-from hpcgnn.prep.graph import MASKS, Graph, as_index_array
+from hpcgnn.format.fields import MASKS
+from hpcgnn.prep.graph import Graph, as_index_array
 from hpcgnn.runtime.errors import InputError
 
 EDGE_KEY = "edges"

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hpcgnn.prep.graph import ORIG_ID, Graph
+from hpcgnn.format.fields import ORIG_ID
+from hpcgnn.prep.graph import Graph
 from hpcgnn.prep.read.text import DEFAULT_CHUNK_BYTES, TextTable, is_number
 from hpcgnn.runtime.errors import InputError
 

@@ -72,8 +72,8 @@ import re
 import h5py
 import numpy as np
 
-from hpcgnn.prep.feat_dtype import ENCODINGS
-from hpcgnn.prep.graph import MASKS, UNLABELLED, check_node_field
+from hpcgnn.format.feat_dtype import ENCODINGS
+from hpcgnn.format.fields import MASKS, UNLABELLED, check_node_field
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.files import atomic_path, open_regular
 
@@ -279,7 +279,7 @@ def validate_meta(meta, path, directory) -> None:
     plain file inside ``directory`` (symlinks resolved), its counts (when listed) equal to the
     starts'; node and edge fields have plain names, a dtype of :data:`FIELD_DTYPES` and a shape of
     positive integers, the node fields the kind the trainer reads (``label`` integer, masks bool,
-    ``feat`` [N, width]: :func:`hpcgnn.prep.graph.check_node_field`), and no node field uses the
+    ``feat`` [N, width]: :func:`hpcgnn.format.fields.check_node_field`), and no node field uses the
     reserved ``edge_`` or ``link_`` prefixes; ``source`` and ``partitioner``, when present, are
     objects; version 1 or 2, and a ``link`` entry (version 2 only) with its keys' types and
     per-part ``link_val``/``link_test`` counts summing to ``num_val``/``num_test``. Raises

@@ -3,6 +3,10 @@
 ``pymetis.part_graph`` always passes one balance constraint (a weight array of length
 ``ncon * N`` is silently misread), so the k-way partitioner is called directly with ctypes:
 pymetis's extension module exports ``METIS_PartGraphKway`` built with 64-bit ``idx_t``.
+
+A binding to compiled code, like the Cython kernels beside it: it imports nothing of hpcgnn, so
+the partitioners of :mod:`hpcgnn.prep` and the Cluster-GCN sampler (:mod:`hpcgnn.sampling.cluster`)
+share it without the runtime importing the offline tools.
 """
 from __future__ import annotations
 
