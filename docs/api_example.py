@@ -16,7 +16,7 @@ from hpcgnn.prep.generate import sbm_graph
 from hpcgnn.prep.partition import partition_graph
 from hpcgnn.prep.transform import prepare
 from hpcgnn.runtime.comm import world
-from hpcgnn.training.config import parse_args
+from hpcgnn.training.config import parse_train_config
 from hpcgnn.training.loop import run
 
 comm = world()                                    # MPI.COMM_WORLD, thread level MULTIPLE
@@ -48,7 +48,7 @@ h.close()
 g.close()                                         # Collective. windows are MPI resources
 
 # The whole training loop, with the flags of `hpcgnn train`; evaluation is full-neighbourhood.
-model, history = run(parse_args(["--data", parts, "--epochs", "3", "--hidden", "32", "--fanouts", "5,10",
+model, history = run(parse_train_config(["--data", parts, "--epochs", "3", "--hidden", "32", "--fanouts", "5,10",
                                  "--batch-size", "200", "--lr", "0.01", "--eval-every", "1", "--no-progress"]), comm)
 if comm.rank == 0:
     print(f"test accuracy {history[-1]['test_acc']:.3f} (chance 0.25)")
