@@ -19,6 +19,7 @@ README = os.path.join(ROOT, "README.md")
 DOCS = os.path.join(ROOT, "docs")
 #: pages a user reads: the README, the docs site, the changelog, the jobs' notes
 USER_PAGES = sorted([README, os.path.join(ROOT, "CHANGELOG.md"), os.path.join(ROOT, "jobs", "README.md"),
+                     os.path.join(ROOT, "data", "README.md"),
                      *glob.glob(os.path.join(DOCS, "**", "*.md"), recursive=True)])
 MAX_README_LINES = 300
 
@@ -148,6 +149,24 @@ def test_code_in_the_docs_imports_what_exists():
             imported = importlib.import_module(module)
             missing += [f"{os.path.relpath(path, ROOT)}: {module}.{n}" for n in names if not hasattr(imported, n)]
     assert not missing, missing
+
+
+def test_the_layer_table_lists_every_module():
+    """design.md's table of layers names each sub-package's modules, no more and no fewer."""
+    rows = [line.split("|") for line in prose_lines(os.path.join(DOCS, "design.md"))
+            if re.match(r"^\| `[\w/]+/` \|", line)]
+    assert len(rows) >= 10, "design.md has no layer table"
+    wrong = []
+    for cells in rows:
+        layer = cells[1].strip().strip("`").rstrip("/")
+        listed = set(re.findall(r"`([\w/]+)`", cells[2]))
+        folder = os.path.join(ROOT, "hpcgnn", layer)
+        present = {name[:-3] for name in os.listdir(folder) if name.endswith(".py") and not name.startswith("__")}
+        present |= {name + "/" for name in os.listdir(folder)
+                    if os.path.isfile(os.path.join(folder, name, "__init__.py"))}
+        if listed != present:
+            wrong.append(f"{layer}/: missing {sorted(present - listed)}, gone {sorted(listed - present)}")
+    assert not wrong, "docs/design.md's layer table: " + "; ".join(wrong)
 
 
 def test_cli_pages_name_real_subcommands():
