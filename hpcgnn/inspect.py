@@ -1,7 +1,5 @@
-"""``python -m hpcgnn.inspect`` (and ``hpcgnn inspect``): summarise and verify a partitioned dataset;
-see :mod:`hpcgnn.prep.inspection`."""
-
-from hpcgnn.prep.inspection import main
+"""``python -m hpcgnn.inspect``: the short spelling of ``hpcgnn inspect`` (:mod:`hpcgnn.cli.inspect`)."""
+from hpcgnn.cli.inspect import main
 from hpcgnn.runtime.abort import run_program
 
 __all__ = ["main"]

@@ -1,7 +1,5 @@
-"""``python -m hpcgnn.partition`` (and ``hpcgnn partition``): read a graph, partition it, write the HDF5 parts;
-see :mod:`hpcgnn.prep.partition`."""
-
-from hpcgnn.prep.partition import main
+"""``python -m hpcgnn.partition``: the short spelling of ``hpcgnn partition`` (:mod:`hpcgnn.cli.partition`)."""
+from hpcgnn.cli.partition import main
 from hpcgnn.runtime.abort import run_program
 
 __all__ = ["main"]

@@ -12,8 +12,9 @@ import math
 import numpy as np
 import pytest
 
-from hpcgnn import convert, generate
-from hpcgnn.prep import inspection
+from hpcgnn.cli import convert, generate
+from hpcgnn.cli import inspect as inspect_command
+from hpcgnn.cli import partition as partition_command
 from hpcgnn.prep import partition as partition_module
 from hpcgnn.prep.edge_split import parse_edge_split, parse_negatives_kind
 from hpcgnn.prep.partition import parse_balance, parse_node_split
@@ -36,12 +37,12 @@ def commands(tmp):
     return [("train", config.build_parser(), _train_main, ["--data", str(tmp)]),
             ("evaluate", config.build_evaluate_parser(), _evaluate_main,
              ["--data", str(tmp), "--checkpoint", str(tmp / "c.pt")]),
-            ("partition", partition_module.build_parser(), partition_module.main,
+            ("partition", partition_module.build_parser(), partition_command.main,
              ["g.npz", "--parts", "2", "--out", out]),
             ("generate rmat", generate._build_parser(), generate.main, rmat),
             ("generate sbm", generate._build_parser(), generate.main, sbm),
             ("convert", convert._build_parser(), convert.main, ["g.npz", out + ".h5"]),
-            ("inspect", inspection.build_parser(), inspection.main, [str(tmp)])]
+            ("inspect", inspect_command.build_parser(), inspect_command.main, [str(tmp)])]
 
 
 def _train_main(argv):
@@ -250,12 +251,12 @@ def test_a_drawn_split_without_training_nodes_is_refused(tmp_path, capsys):
     write_npz(graph, str(tmp_path / "g.npz"))
     out = tmp_path / "parts"
     with pytest.raises(SystemExit) as stop:
-        partition_module.main([str(tmp_path / "g.npz"), "--parts", "2", "--out", str(out), "--split", "0.001,0.5,0.4"])
+        partition_command.main([str(tmp_path / "g.npz"), "--parts", "2", "--out", str(out), "--split", "0.001,0.5,0.4"])
     err = capsys.readouterr().err
     assert stop.value.code == 2 and err.count("\n") == 1, err
     assert "field '--split': the split selects no training node (40 labelled nodes)" in err, err
     assert not out.exists()
-    assert partition_module.main([str(tmp_path / "g.npz"), "--parts", "2", "--out", str(out),
+    assert partition_command.main([str(tmp_path / "g.npz"), "--parts", "2", "--out", str(out),
                                   "--split", "per-class:1,2"]) == 0
 
 

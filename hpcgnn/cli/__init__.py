@@ -14,10 +14,10 @@ from hpcgnn import __version__
 from hpcgnn.runtime.abort import fail, run_program
 
 SUBCOMMANDS = {
-    "generate": ("hpcgnn.generate", "write a synthetic graph (RMAT with communities, SBM) as .npz or .h5"),
-    "convert": ("hpcgnn.convert", "write any graph input as a graph file (.h5) that ranks read in parallel"),
-    "partition": ("hpcgnn.partition", "read a graph, partition it (METIS/random), write HDF5 parts"),
-    "inspect": ("hpcgnn.inspect", "summarise and verify a partitioned dataset"),
+    "generate": ("hpcgnn.cli.generate", "write a synthetic graph (RMAT with communities, SBM) as .npz or .h5"),
+    "convert": ("hpcgnn.cli.convert", "write any graph input as a graph file (.h5) that ranks read in parallel"),
+    "partition": ("hpcgnn.cli.partition", "read a graph, partition it (METIS/random), write HDF5 parts"),
+    "inspect": ("hpcgnn.cli.inspect", "summarise and verify a partitioned dataset"),
     "train": ("hpcgnn.cli.train", "train a GNN: mpirun -np P hpcgnn train --data DIR ..."),
     "evaluate": ("hpcgnn.cli.evaluate", "full-neighbourhood accuracy of a checkpoint, optional embeddings"),
 }

@@ -502,3 +502,14 @@ def sbm_graph(num_nodes, num_classes=10, avg_degree=10.0, homophily=0.7, feat_di
     src, dst = split_pairs(pairs, num_nodes)
     ndata = node_fields(labels, num_classes, feat_dim, feat_signal, fractions, seed)
     return Graph(num_nodes, src, dst, ndata, name="sbm", source=f"<sbm seed={seed}>").validate()
+
+
+def graph_summary(graph: Graph) -> dict:
+    """Local. What ``hpcgnn generate`` reports of a graph: nodes, edges, edge homophily (the
+    fraction of edges inside a class) and max degree (in plus out), as
+    :func:`hpcgnn.prep.dist.generate.generate_rmat_file` returns them for a spread graph."""
+    label = graph.ndata["label"]
+    degree = np.bincount(graph.src, minlength=graph.num_nodes)
+    degree += np.bincount(graph.dst, minlength=graph.num_nodes)
+    return {"num_nodes": graph.num_nodes, "num_edges": graph.num_edges,
+            "homophily": float(np.mean(label[graph.src] == label[graph.dst])), "max_degree": int(degree.max())}

@@ -1,5 +1,5 @@
-"""``hpcgnn inspect DIR [--verify] [--json]``: what a partitioned dataset holds, and whether
-it is intact.
+"""The checks of ``hpcgnn inspect DIR [--verify] [--json]`` (the command: :mod:`hpcgnn.cli.inspect`): what a
+partitioned dataset holds, and whether it is intact.
 
 Without ``--verify`` only ``meta.json`` is read. ``--verify`` re-reads every part file and
 checks checksums and the format's invariants (with held-out edge sets for link prediction, theirs
@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 import os
 
 import numpy as np
@@ -21,10 +20,7 @@ from hpcgnn.format import ondisk
 from hpcgnn.format.fields import MASKS, ORIG_ID
 from hpcgnn.prep.edge_digest import EdgeDigest, csc_digest, graph_digest
 from hpcgnn.prep.read import add_reader_arguments
-from hpcgnn.runtime.abort import entry_point
 from hpcgnn.runtime.errors import InputError
-from hpcgnn.runtime.flags import CommandParser
-from hpcgnn.runtime.launch import check_single_process
 
 
 def verify(directory, meta: dict, notes=None) -> list[str]:
@@ -344,47 +340,3 @@ def _fmt(value, spec) -> str:
         return format(value, spec)
     except (TypeError, ValueError):
         return "?"
-
-
-def build_parser():
-    """Local. The ``hpcgnn inspect`` argument parser."""
-    parser = CommandParser(prog="hpcgnn inspect", description="Summarise a partitioned dataset; --verify checks it.")
-    parser.add_argument("directory", help="dataset directory written by 'hpcgnn partition'")
-    parser.add_argument("--verify", action="store_true",
-                        help="re-read every part: checksums, CSC invariants, id permutations, and the stored "
-                             "edges against meta.json's edge digest")
-    parser.add_argument("--json", action="store_true", help="print meta.json (+ verification) as JSON")
-    parser.add_argument("--against", metavar="INPUT", default=None,
-                        help="with --verify: re-read the graph the dataset was partitioned from, clean it as "
-                             "meta.json's source says, and check the dataset holds exactly its edges (give the "
-                             "reader flags below that partition was given)")
-    add_reader_arguments(parser)
-    return parser
-
-
-@entry_point("hpcgnn inspect", collective=False)
-def main(argv=None):
-    """Local. Command line of ``hpcgnn inspect``."""
-    args = build_parser().parse_args(argv)
-    check_single_process()
-    meta = ondisk.read_meta(args.directory)
-    if args.against is not None and not args.verify:
-        raise InputError(None, "applies only with --verify", "--against", args.against)
-    notes = []
-    problems = verify(args.directory, meta, notes) if args.verify else None
-    if args.against is not None and problems:
-        notes.append(f"input check not run: the dataset fails the checks above ({args.against} not read)")
-    elif args.against is not None:
-        check_against_input(args.directory, meta, args.against, problems, args)
-    if args.json:
-        out = dict(meta)
-        if problems is not None:
-            out["verify"] = {"ok": not problems, "problems": problems, "notes": notes}
-        print(json.dumps(out, indent=1))
-    else:
-        print(describe(meta))
-        if problems is not None:
-            print("verify: OK" if not problems else "verify: FAILED\n  " + "\n  ".join(problems))
-            for note in notes:
-                print(f"verify: note: {note}")
-    return 1 if problems else 0

@@ -1,4 +1,5 @@
-"""``hpcgnn partition``: read a graph, split it into parts, write the HDF5 dataset.
+"""The pipeline of ``hpcgnn partition`` (the command: :mod:`hpcgnn.cli.partition`): read a graph,
+split it into parts, write the HDF5 dataset.
 
 Pipeline: read -> clean up (``hpcgnn.prep.transform``) -> for link prediction, hold out
 validation/test edges and draw their negatives (``--edge-split``, :mod:`hpcgnn.prep.edge_split`)
@@ -34,7 +35,6 @@ from hpcgnn.prep.kaminpar import part_graph_kaminpar
 from hpcgnn.prep.part_files import dataset_meta, field_specs, part_stats, write_part_file
 from hpcgnn.prep.read import add_reader_arguments, detect_format, read_graph, reader_options
 from hpcgnn.prep.transform import prepare
-from hpcgnn.runtime.abort import entry_point
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.files import (
     forget,
@@ -45,10 +45,9 @@ from hpcgnn.runtime.files import (
     track_temporary,
 )
 from hpcgnn.runtime.flags import COUNT, MAX_PARTS, MAX_REPEATS, MAX_SECONDS, SEED, CommandParser, Domain
-from hpcgnn.runtime.launch import launcher_tasks, start_world
 from hpcgnn.runtime.lock import FileLock, held_by_rank0
-from hpcgnn.runtime.stages import StageLog, silent
-from hpcgnn.runtime.watchdog import DEFAULT_TIMEOUT_S, beat, end_phase
+from hpcgnn.runtime.stages import silent
+from hpcgnn.runtime.watchdog import DEFAULT_TIMEOUT_S
 
 METHODS = ("metis", "random", "multilevel", "ldg", "kaminpar")
 #: the methods run with the graph spread over the ranks (prep/dist)
@@ -451,61 +450,6 @@ def build_parser():
     return parser
 
 
-@entry_point("hpcgnn partition")
-def main(argv=None):
-    """Local. Command line of ``hpcgnn partition`` (collective when run under MPI)."""
-    args = build_parser().parse_args(argv)
-    comm = _world_if_parallel(args.watchdog_s)
-    rank = comm.rank if comm is not None else 0
-    for flag, value in (("--eval-negatives", args.eval_negatives), ("--eval-negatives-kind", args.eval_negatives_kind)):
-        if value is not None and args.edge_split is None:
-            raise InputError(None, "applies only with --edge-split", flag, value)
-    out_dir = os.path.abspath(args.out)
-    graph, source = None, None
-    log = StageLog("partition", enabled=rank == 0)
-    if args.balance is None:
-        args.balance = ("nodes",) if args.method == "kaminpar" else DEFAULT_BALANCE
-    elif args.method == "kaminpar" and len(args.balance) > 1:
-        raise InputError(None, "KaMinPar balances one quantity: name one (nodes, in_degree, train, val or test)",
-                         "--balance", ",".join(args.balance))
-    if args.method in SPREAD_METHODS:
-        if args.coarse_nodes is not None and args.method != "multilevel":
-            raise InputError(None, "applies only with --method multilevel", "--coarse-nodes", args.coarse_nodes)
-        return _main_distributed(args, comm, out_dir, log)
-    if args.coarse_nodes is not None:
-        raise InputError(None, "applies only with --method multilevel", "--coarse-nodes", args.coarse_nodes)
-    with output_lock(comm, out_dir):
-        if rank == 0:
-            if os.path.exists(out_dir) and not args.force:
-                raise InputError(out_dir, "output exists (pass --force to replace it)", "--out", args.out)
-            beat(f"reading {args.input}")
-            graph, source = load_prepared(args, log)
-            if args.parts > graph.num_nodes:
-                raise InputError(args.input, f"more parts than nodes ({graph.num_nodes})", "--parts", args.parts)
-        beat("partitioning and writing" if rank == 0 else "waiting for rank 0's partitioning, then writing")
-        meta = partition_graph(graph, out_dir, args.parts, args.method, args.seed, comm=comm,
-                               source=source, release_input=True, keep_degree=args.keep_degree, log=log,
-                               balance=args.balance, feat_dtype=args.feat_dtype)
-    end_phase()
-    if rank == 0:
-        _print_summary(out_dir, meta, log)
-    return 0
-
-
-def _main_distributed(args, comm, out_dir, log):
-    from hpcgnn.prep.dist.pipeline import partition_distributed  # deferred: it builds on this module
-    comm = comm or start_world()
-    with output_lock(comm, out_dir):
-        if comm.rank == 0 and os.path.exists(out_dir) and not args.force:
-            raise InputError(out_dir, "output exists (pass --force to replace it)", "--out", args.out)
-        beat(f"reading {args.input}, partitioning and writing")
-        meta = partition_distributed(comm, args, out_dir, log)
-    end_phase()
-    if comm.rank == 0:
-        _print_summary(out_dir, meta, log)
-    return 0
-
-
 def output_lock(comm, out_dir):
     """Collective over comm (None: this process alone). Hold the lock of the output directory
     ``out_dir`` (``.<name>.lock`` beside it, :class:`~hpcgnn.runtime.lock.FileLock`) on rank 0
@@ -520,14 +464,6 @@ def output_lock(comm, out_dir):
         return FileLock(path, in_use=in_use, remedy=remedy)
 
     return held_by_rank0(comm, take, out_dir)
-
-
-def _print_summary(out_dir, meta, log):
-    p = meta["partitioner"]
-    print(f"wrote {out_dir}: {meta['num_parts']} parts, {meta['num_nodes']:,} nodes, "
-          f"{meta['num_edges']:,} edges, edge cut {100 * p['edge_cut_fraction']:.2f}%, "
-          f"imbalance nodes {p['imbalance']['num_nodes']} edges {p['imbalance']['num_edges']}, "
-          f"{log.total_s:.1f}s", flush=True)
 
 
 def load_prepared(args, log=silent):
@@ -621,16 +557,3 @@ def check_drawn_split(graph: Graph, input_path, split):
         labelled = int((label >= 0).sum() if label.ndim == 1 else (label >= 0).all(axis=1).sum())
         raise InputError(input_path, f"the split selects no training node ({labelled} labelled nodes): give a "
                          "larger training fraction or per-class count", "--split", split)
-
-
-def _world_if_parallel(watchdog_s=0.0):
-    """MPI's world communicator when launched by mpirun/srun with more than one rank, its ranks
-    watched by the start-up watchdog (:func:`~hpcgnn.runtime.launch.start_world`) until the end.
-
-    Several one-rank copies (srun without a PMI the MPI library speaks) are refused: each would
-    partition alone and replace the others' output directory.
-    """
-    if launcher_tasks() is None:  # a plain `python -m`: serial, without initialising MPI
-        return None
-    world = start_world(watchdog_s=watchdog_s, prog="hpcgnn partition")
-    return world if world.size > 1 else None

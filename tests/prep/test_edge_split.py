@@ -15,9 +15,10 @@ import h5py
 import numpy as np
 import pytest
 
+from hpcgnn.cli import inspect as inspect_command
+from hpcgnn.cli import partition as partition_cmd
 from hpcgnn.format import ondisk
 from hpcgnn.prep import inspection
-from hpcgnn.prep import partition as partition_cmd
 from hpcgnn.prep.edge_split import NEGATIVE_ROUNDS, hold_out_edges, parse_edge_split, unit_keys
 from hpcgnn.prep.graph import Graph
 from hpcgnn.prep.partition import partition_graph
@@ -252,7 +253,7 @@ def test_cli_edge_split_then_inspect(tmp_path, capsys):
     assert meta["link"]["eval_negatives"] == 9 and meta["link"]["seed"] == 4 and meta["link"]["symmetric"]
     assert meta["source"]["edge_split"] == "0.8,0.1,0.1"
     capsys.readouterr()
-    assert inspection.main([str(out), "--verify"]) == 0
+    assert inspect_command.main([str(out), "--verify"]) == 0
     text = capsys.readouterr().out
     assert "verify: OK" in text and "edge sets (undirected edges, split 0.8,0.1,0.1, seed 4)" in text
     assert "9 corrupt negatives (drawn)" in text

@@ -4,10 +4,10 @@ partition command says, a line per stage, where its time goes."""
 import h5py
 import numpy as np
 
+from hpcgnn.cli.partition import main as partition_main
 from hpcgnn.format import ondisk
 from hpcgnn.prep.graph import Graph
 from hpcgnn.prep.inspection import verify
-from hpcgnn.prep.partition import main as partition_main
 from hpcgnn.prep.read.npz import write_npz
 from hpcgnn.testing.graphs import clustered_graph
 

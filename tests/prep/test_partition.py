@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from hpcgnn import partition as partition_cmd
+from hpcgnn.cli import inspect as inspect_command
 from hpcgnn.format import ondisk
 from hpcgnn.prep import inspection
 from hpcgnn.prep.partition import partition_graph
@@ -110,10 +111,10 @@ def test_cli_partition_then_inspect(tmp_path, capsys):
     assert "edge cut" in capsys.readouterr().out
     meta = ondisk.read_meta(out)
     assert meta["source"]["symmetrize"] is True and meta["num_parts"] == 2
-    assert inspection.main([str(out), "--verify"]) == 0
+    assert inspect_command.main([str(out), "--verify"]) == 0
     text = capsys.readouterr().out
     assert "verify: OK" in text and "halo" in text
-    assert inspection.main([str(out), "--json"]) == 0
+    assert inspect_command.main([str(out), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["num_parts"] == 2
 
 
@@ -122,7 +123,7 @@ def test_inspect_verify_detects_corruption(tmp_path, capsys):
     partition_graph(clustered_graph(), out, 2, "random")
     with h5py.File(out / ondisk.part_file_name(1), "r+") as h5:
         h5["indices"][0] = 10**6
-    assert inspection.main([str(out), "--verify"]) == 1
+    assert inspect_command.main([str(out), "--verify"]) == 1
     text = capsys.readouterr().out
     assert "FAILED" in text and "sha256" in text and "indices" in text
 

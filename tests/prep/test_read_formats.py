@@ -14,9 +14,9 @@ import pytest
 import scipy.io
 import scipy.sparse as sp
 
+from hpcgnn.cli.partition import main as partition_main
 from hpcgnn.prep.graph import Graph
 from hpcgnn.prep.partition import check_trainable
-from hpcgnn.prep.partition import main as partition_main
 from hpcgnn.prep.read import detect_format, join_node_table, read_graph
 from hpcgnn.runtime.errors import InputError
 

@@ -209,7 +209,7 @@ def test_sparse_ids_can_be_relabelled(tmp_path):
 
 
 def partition_main_meta(argv):
-    from hpcgnn.prep.partition import main
+    from hpcgnn.cli.partition import main
 
     assert main(argv) == 0
     with open(os.path.join(argv[argv.index("--out") + 1], "meta.json")) as fh:

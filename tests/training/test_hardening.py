@@ -192,7 +192,7 @@ def test_a_missing_node_field_names_the_flag_that_does_without_it(tmp_path, drop
 
 def test_link_prediction_on_a_labelled_graph_needs_no_node_split(tmp_path, capsys):
     """Labels without masks: a node task needs --split, an --edge-split dataset for link prediction does not."""
-    from hpcgnn.prep.partition import main as partition_main
+    from hpcgnn.cli.partition import main as partition_main
     from hpcgnn.prep.read.npz import write_npz
     from hpcgnn.testing.graphs import clustered_graph
 
