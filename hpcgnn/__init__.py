@@ -3,7 +3,10 @@
 The package is laid out in the order data flows, and imports point one way only (a layer
 never imports a later one)::
 
-    runtime -> prep -> store -> graph -> sampling -> loading -> nn -> training
+    runtime -> format -> prep -> store -> graph -> sampling -> loading -> nn -> tasks -> training -> cli
+
+``format`` (the dataset on disk) is what the offline tools of ``prep`` and the runtime share:
+nothing from ``store`` to ``training`` imports ``prep``. ``cli`` holds one module per command.
 
 Importing ``hpcgnn`` loads nothing else: the names below are imported on first access, so
 ``import hpcgnn`` neither initialises MPI nor imports torch.
