@@ -6,7 +6,7 @@ PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 export OMP_NUM_THREADS ?= 1
 
-.PHONY: install test test-slurm demo demo-link bench lint docs clean
+.PHONY: install test test-slurm test-wheel demo demo-link bench lint docs clean
 
 install: $(STAMP)
 
@@ -32,6 +32,12 @@ test: install
 # not restart SLURM's daemons; CI runs both.
 test-slurm: install
 	HPCGNN_REQUIRE_SLURM=1 $(PY) -m pytest -q -s tests/slurm/slurm_jobs.py
+
+# hpcgnn as a user installs it: an sdist of the checkout, the wheel built from it, installed into a
+# new virtualenv outside the checkout, and from there `hpcgnn train --help`, generate, partition and
+# a 2-rank training (.ci/wheel_check.sh; the kernels' compile is most of its time). CI runs it.
+test-wheel: install
+	BUILD_PY=$(CURDIR)/$(PY) bash .ci/wheel_check.sh
 
 demo: install
 	bash jobs/demo.sh

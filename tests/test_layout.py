@@ -212,3 +212,12 @@ def test_the_checks_catch_a_violation(bad, tmp_path, monkeypatch):
         test_imports_point_down_the_layers()
         with pytest.raises(AssertionError, match="hpcgnn.graph.split imports hpcgnn.prep.graph"):
             test_the_runtime_path_never_imports_prep()
+
+
+
+def test_every_directory_of_modules_is_a_package():
+    """A directory of modules without ``__init__.py`` is no package: ``find_packages`` leaves it out of a
+    wheel, and only an editable install, which imports from the source tree, still finds its modules."""
+    loose = sorted({str(p.parent.relative_to(ROOT.parent)) for p in ROOT.rglob("*.py")
+                    if not (p.parent / "__init__.py").is_file()})
+    assert not loose, "directories of modules without __init__.py (a wheel leaves them out):\n" + "\n".join(loose)
