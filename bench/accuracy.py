@@ -1,4 +1,4 @@
-"""Accuracy on the real datasets in ../shared/data, through the whole pipeline
+"""Accuracy on the bundled real datasets, through the whole pipeline
 (read -> partition -> mpirun train -> distributed full-neighbourhood inference), with 1, 2
 and 4 ranks.
 
@@ -97,7 +97,7 @@ def one_run(name, spec, seed, ranks, reuse=False, precision="fp32", compress="no
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     subprocess.run([mpiexec, "-n", str(ranks), sys.executable, "-m", "hpcgnn.train", "--data", parts,
                     *spec["train"], "--batch-size", "100000", "--eval-every", "1", "--seed", str(seed),
-                    "--metrics", metrics, "--no-progress", "--prefetch", "0", "--precision", precision,
+                    "--metrics-file", metrics, "--no-progress", "--prefetch", "0", "--precision", precision,
                     "--grad-compress", compress],
                    check=True, capture_output=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
     with open(metrics) as fh:
@@ -112,7 +112,7 @@ def recipe(name, spec, seed=0, ranks=2) -> str:
     partition = ["hpcgnn", "partition", f"$DATA/{spec['path']}", "--parts", str(ranks), "--symmetrize",
                  "--out", parts, *spec["prepare"], *split_seed]
     train = ["mpirun", "-np", str(ranks), "python", "-m", "hpcgnn.train", "--data", parts, *spec["train"],
-             "--batch-size", "100000", "--eval-every", "1", "--seed", str(seed), "--metrics", f"{name}.jsonl"]
+             "--batch-size", "100000", "--eval-every", "1", "--seed", str(seed), "--metrics-file", f"{name}.jsonl"]
     field = SELECTED
     return (f"# {name}: {spec['model']}, published {spec['published']}; the figure is '{field}' of the final record\n"
             + " ".join(partition) + "\n" + " ".join(train) + f"\ntail -1 {name}.jsonl\n")

@@ -1,7 +1,7 @@
 """What ``--balance`` trades: edge cut and balance of the parts, and training step time, for
 METIS's constraint sets on the same graph, side by side in one run.
 
-Graphs: Amazon Computers (a product co-purchase graph, ../shared/data; largest component,
+Graphs: Amazon Computers (a product co-purchase graph, bundled; largest component,
 random 60/20/20 split) and the small RMAT graph (100k nodes, 60% training nodes), both
 symmetrized, 4 parts. Per constraint set: edge cut, max/mean of nodes and of stored edges per
 part, then 4 ranks train GraphSAGE (hidden 256, fanouts 10,25, batch 1000 per rank) for a few
@@ -48,7 +48,7 @@ def train(parts_dir, ranks, epochs):
     metrics = parts_dir + ".jsonl"
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     common.timed([mpiexec, "-n", str(ranks), sys.executable, "-m", "hpcgnn.train", "--data", parts_dir,
-                  "--epochs", str(epochs), "--metrics", metrics, *MODEL])
+                  "--epochs", str(epochs), "--metrics-file", metrics, *MODEL])
     with open(metrics) as fh:
         epochs_ = [r for r in map(json.loads, fh) if "epoch" in r and not r.get("final")][1:]  # first: warm-up
     work = [sum(r["phases_s"][k][1] for k in ("sample", "gather", "compute")) for r in epochs_]

@@ -205,7 +205,7 @@ def ensure_graph(nodes, edges, feat_dim, classes, seed=0):
 
 
 def dgl_python(setup=False):
-    """Python of DGL 2.1's own virtualenv (``$DGLENV``), built by the anchor's setup.sh on request."""
+    """Python of DGL 2.1's own virtualenv (``$DGLENV``), built by its setup.sh on request."""
     env_dir = os.environ.get("DGLENV", os.path.join(os.environ.get("TMPDIR", "/tmp"), "dglenv"))
     python = os.path.join(env_dir, "bin", "python")
     if not os.path.exists(python) and setup:

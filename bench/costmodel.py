@@ -1,7 +1,7 @@
 """A cost model of a training epoch, from measurements here, for ogbn-papers100M-sized graphs.
 
 Per-step unit costs come from hpcgnn's own measured runs (the 1M-node medium graph of
-``bench/train.py`` and seed 004's 5M-node graph of ``bench/scale.py``, both on 2 ranks of
+``bench/train.py`` and the 5M-node graph of ``bench/scale.py``, both on 2 ranks of
 this machine): each run's per-step phase times (slowest rank), divided by that step's work,
 counted by sampling the same graph with the same loader (``--fanouts 10,25``, batch 1000):
 
@@ -34,7 +34,7 @@ import common  # noqa: E402
 HIDDEN, BATCH, FANOUTS = 256, 1000, "10,25"
 #: the measured runs: (name, parts, metrics file)
 RUNS = (("medium (1M nodes)", "train_medium_2", "train_train_medium_2_2_shm_fp32.jsonl"),
-        ("seed 004 (5M nodes)", "scale_5000000_125000000_100_p2", "scale_train.jsonl"))
+        ("5M-node graph", "scale_5000000_125000000_100_p2", "scale_train.jsonl"))
 PAPERS = {"nodes": 111_059_956, "edges": 3_231_371_744, "feat": 128, "classes": 172, "train": 1_207_179}
 PEERS = (("DistDGL (paper)", 16, 13.0), ("DistGNN-MB (paper)", 32, 2.0))
 #: assumptions for the cluster: ranks per node (one core each, as measured here) and networks

@@ -87,7 +87,7 @@ def accuracy(args):
                                                  str(seed), "--out", parts, "--force"), check=True, capture_output=True)
                 if os.path.exists(metrics):
                     os.remove(metrics)
-                mpirun(ranks, "hpcgnn.train", "--data", parts, *ACCURACY_TRAIN, "--seed", str(seed), "--metrics",
+                mpirun(ranks, "hpcgnn.train", "--data", parts, *ACCURACY_TRAIN, "--seed", str(seed), "--metrics-file",
                        metrics, "--no-progress", "--prefetch", "0")
                 finals.append(final_record(metrics))
             auc = 100 * np.array([f["selected_test_auc"] for f in finals])
@@ -142,7 +142,7 @@ def throughput(args):
         if os.path.exists(metrics):
             os.remove(metrics)
         mpirun(ranks, "hpcgnn.train", "--data", parts, *THROUGHPUT_TRAIN, "--batch-size", str(1000 // ranks),
-               "--steps-per-epoch", str(args.steps), "--metrics", metrics, "--no-progress")
+               "--steps-per-epoch", str(args.steps), "--metrics-file", metrics, "--no-progress")
         final = final_record(metrics)
         edges = args.steps * (1000 // ranks) * ranks
         row = {"system": "hpcgnn", "ranks": ranks, "threads": 1, "pos_edges_per_s": edges / final["epoch_time_s"],

@@ -2,7 +2,7 @@
 
 The same training run (GraphSAGE 2x256, fanouts 10,25, batch 1000 per rank, as bench/train.py)
 on the same partitions, once with every rank on this host (MPI moves remote rows through
-shared memory) and once across N emulated machines (``../shared/tools/netns_mpirun.sh``: each
+shared memory) and once across N emulated machines (``tools/netns_mpirun.sh``: each
 machine its own network, IPC, mount and UTS namespace, so MPI talks TCP between them, as on an
 Ethernet cluster). Needs root for the namespaces.
 
@@ -40,7 +40,8 @@ def train(parts, ranks, epochs, extra=(), machines=0, ppn=1, tag="run"):
     """One training run; ``machines`` > 0 spreads the ranks over that many emulated machines."""
     metrics = os.path.join(common.WORK, f"network_{os.path.basename(parts)}_{tag}.jsonl")
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    program = [sys.executable, "-m", "hpcgnn.train", "--data", parts, "--epochs", str(epochs), "--metrics", metrics,
+    program = [sys.executable, "-m", "hpcgnn.train", "--data", parts, "--epochs", str(epochs), "--metrics-file",
+               metrics,
                *MODEL, *extra]
     if machines:
         cmd = ["bash", NETNS, str(machines), "-n", str(ranks), *program]

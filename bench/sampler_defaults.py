@@ -74,7 +74,7 @@ def train(parts, sampler, seed, ranks, extra=()) -> dict:
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     t0 = time.perf_counter()
     done = subprocess.run([mpiexec, "-n", str(ranks), sys.executable, "-m", "hpcgnn.train", "--data", parts,
-                           *RECIPE, *SAMPLERS[sampler], *extra, "--seed", str(seed), "--metrics", metrics],
+                           *RECIPE, *SAMPLERS[sampler], *extra, "--seed", str(seed), "--metrics-file", metrics],
                           capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
     wall = time.perf_counter() - t0
     if done.returncode:

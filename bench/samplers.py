@@ -127,7 +127,7 @@ def accuracy_runs(args):
                         if os.path.exists(metrics):
                             os.remove(metrics)
                         mpirun(ranks, ["--data", parts, *with_sampler(spec["train"], SAMPLERS[sampler]),
-                                       "--eval-every", "1", "--seed", str(seed), "--metrics", metrics,
+                                       "--eval-every", "1", "--seed", str(seed), "--metrics-file", metrics,
                                        "--prefetch", "0", "--no-progress"])
                     final = records(metrics)[-1]
                     accs.append(100 * final[accuracy.SELECTED])
@@ -155,7 +155,7 @@ def speed_runs(args):
             if os.path.exists(metrics):
                 os.remove(metrics)
             mpirun(ranks, ["--data", parts, *SPEED_MODEL, *SPEED_SAMPLERS[sampler], "--epochs", "1",
-                           "--precision", args.precision, "--metrics", metrics])
+                           "--precision", args.precision, "--metrics-file", metrics])
             epoch = [r for r in records(metrics) if "epoch" in r and not r.get("final")][-1]
             final = records(metrics)[-1]
             steps, seeds = epoch["steps"], epoch["train_seen"]

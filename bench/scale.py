@@ -1,4 +1,4 @@
-"""Seed 004's giant graph on one box: generate, partition and train, every stage on the ranks.
+"""A giant graph on one box: generate, partition and train, every stage on the ranks.
 
 RMAT with 5M nodes and 125M directed edges (250M once symmetrized), 100-d features, as in
 seed 004's scaling table (DGL: 4.7 s/epoch and 8 GB for GCN with neighbour sampling on a
@@ -75,7 +75,7 @@ def main():
         os.unlink(metrics)
     stage(f"train {args.epochs} epoch + evaluation",
           [*mpiexec, sys.executable, "-m", "hpcgnn.train", "--data", parts, "--epochs", str(args.epochs),
-           "--eval-every", str(args.epochs), "--metrics", metrics, *MODEL], rows)
+           "--eval-every", str(args.epochs), "--metrics-file", metrics, *MODEL], rows)
     with open(metrics) as fh:
         records = [json.loads(line) for line in fh]
     final = records[-1]

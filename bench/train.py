@@ -1,7 +1,7 @@
 """Training speed: epoch time, its breakdown and peak RSS per rank of 2-layer GraphSAGE
 (hidden 256, fanouts 10,25, batch 1000 per rank, Adam lr 0.003, dropout 0.5, 60% training
 nodes) on the symmetrized RMAT graphs, 1, 2 and 4 ranks, shared-memory and forced-RMA routes;
-side by side with single-process DGL 2.1 (the anchor's train_single.py) in the same run.
+side by side with single-process DGL 2.1 (DGL's own train_single.py script) in the same run.
 
     python bench/train.py                          # small graph (100k nodes), 10 epochs
     python bench/train.py --graphs small,medium --epochs 5 --dgl
@@ -41,7 +41,7 @@ def ours(parts, ranks, epochs, route, precision="fp32", variant="plain"):
     metrics = os.path.join(common.WORK, f"train_{os.path.basename(parts)}_{ranks}_{route}_{precision}_{variant}.jsonl")
     mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
     wall, _, _ = common.timed([mpiexec, "-n", str(ranks), sys.executable, "-m", "hpcgnn.train", "--data", parts,
-                               "--epochs", str(epochs), "--metrics", metrics, "--precision", precision, *MODEL,
+                               "--epochs", str(epochs), "--metrics-file", metrics, "--precision", precision, *MODEL,
                                *VARIANTS[variant][0]],
                               env={"HPCGNN_FORCE_RMA": "1" if route == "rma" else "0"})
     with open(metrics) as fh:

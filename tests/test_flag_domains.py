@@ -21,11 +21,14 @@ from hpcgnn.prep.partition import parse_balance, parse_node_split
 from hpcgnn.prep.read import _delimiter_argument
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.flags import Domain
+from hpcgnn.sampling.layer import parse_sizes
+from hpcgnn.sampling.neighbor import parse_fanouts
 from hpcgnn.training import config
 
 #: flags whose type parses structured text (no number to bound, or a list of them): each checks
 #: its own syntax in one line
-STRUCTURED = {parse_node_split, parse_edge_split, parse_negatives_kind, parse_balance, _delimiter_argument}
+STRUCTURED = {parse_node_split, parse_edge_split, parse_negatives_kind, parse_balance, _delimiter_argument,
+              parse_fanouts, parse_sizes}
 
 
 def commands(tmp):
@@ -205,7 +208,7 @@ def test_config_file_values_go_through_the_same_domains(tmp_path):
         path = tmp_path / "run.toml"
         path.write_text(f"{key} = {value}\n")
         with pytest.raises(InputError) as refused:
-            config.parse_args(["--config", str(path), "--data", str(tmp_path)])
+            config.parse_train_config(["--config", str(path), "--data", str(tmp_path)])
         text = str(refused.value)
         assert text.startswith(f"{path}: field '{key}': must be ") and needle in text, text
 

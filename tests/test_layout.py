@@ -184,6 +184,53 @@ def test_runtime_path_functions_stay_short():
     assert not long, f"functions over {MAX_FUNCTION_LINES} lines:\n" + "\n".join(long)
 
 
+def registered_names():
+    """``name -> the module that registers it`` of every built-in sampler and task."""
+    from hpcgnn.sampling import SAMPLERS
+    from hpcgnn.tasks import TASKS
+
+    owners = {name: spec.build.__module__ for name, spec in SAMPLERS.items()}
+    owners.update({name: type(task).__module__ for name, task in TASKS.items()})
+    return owners
+
+
+def choice_comparisons(tree, names):
+    """``(line, name)`` of every comparison of a sampler or task setting with a registered name
+    (``config.sampler.name == "vr"``, ``args.task in ("link",)``, ``name.startswith("saint-")``)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if not any(word in ast.unparse(o) for o in operands for word in ("sampler", "task")):
+                continue
+            for operand in operands:
+                elements = operand.elts if isinstance(operand, (ast.Tuple, ast.List, ast.Set)) else [operand]
+                found += [(node.lineno, e.value) for e in elements if isinstance(e, ast.Constant) and e.value in names]
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "startswith" and \
+                "sampler" in ast.unparse(node.func.value):
+            found += [(node.lineno, a.value) for a in node.args if isinstance(a, ast.Constant)
+                      and any(str(n).startswith(str(a.value)) for n in names)]
+    return found
+
+
+def test_no_module_names_a_sampler_or_task_but_its_own():
+    """A sampler or task is one module and its registration: nothing else branches on its name."""
+    owners = registered_names()
+    wrong = []
+    for module, (path, tree) in sources().items():
+        for line, name in choice_comparisons(tree, owners):
+            if owners.get(name) != module:
+                wrong.append(f"{path.relative_to(ROOT.parent)}:{line}: compares with {name!r} "
+                             f"(registered by {owners.get(name, 'its own module')})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_name_check_sees_a_branch_on_a_sampler():
+    tree = ast.parse('if config.sampler.name == "vr":\n    pass\nif args.task in ("link", "x"):\n    pass\n'
+                     'if args.sampler.startswith("saint-"):\n    pass\nif norm == "layer":\n    pass\n')
+    assert choice_comparisons(tree, registered_names()) == [(1, "vr"), (3, "link"), (5, "saint-")]
+
+
 @pytest.mark.parametrize("bad", ["upward", "cycle", "prep"])
 def test_the_checks_catch_a_violation(bad, tmp_path, monkeypatch):
     """The graph checks see what they claim to: plant one violation in a copy of the package."""
@@ -212,7 +259,6 @@ def test_the_checks_catch_a_violation(bad, tmp_path, monkeypatch):
         test_imports_point_down_the_layers()
         with pytest.raises(AssertionError, match="hpcgnn.graph.split imports hpcgnn.prep.graph"):
             test_the_runtime_path_never_imports_prep()
-
 
 
 def test_every_directory_of_modules_is_a_package():

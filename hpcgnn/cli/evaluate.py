@@ -8,19 +8,18 @@ from hpcgnn.runtime.abort import entry_point, run_program
 from hpcgnn.runtime.allocator import keep_heap_memory
 from hpcgnn.runtime.launch import start_world
 from hpcgnn.runtime.watchdog import Watchdog
-from hpcgnn.training.config import build_evaluate_parser
+from hpcgnn.training.config import parse_evaluate_config
+from hpcgnn.training.evaluate import evaluate_checkpoint
 
 
 @entry_point("hpcgnn evaluate")
 def main(argv=None):
     """Collective over MPI.COMM_WORLD. Parse the flags, evaluate, print every split's figures on rank 0."""
-    args = build_evaluate_parser().parse_args(argv)
-    from hpcgnn.training.evaluate import evaluate_checkpoint  # deferred: torch, once the flags are parsed
-
+    options = parse_evaluate_config(argv)
     comm = start_world()  # one world: never several one-rank copies writing the same embeddings
     keep_heap_memory()
-    watchdog = Watchdog(comm, args.watchdog_s, "hpcgnn evaluate")
-    accuracy = evaluate_checkpoint(args, comm)
+    watchdog = Watchdog(comm, options.watchdog_s, "hpcgnn evaluate")
+    accuracy = evaluate_checkpoint(options, comm)
     watchdog.close()
     if comm.rank == 0:
         print(" ".join(f"{k} {v:.4f}" for k, v in accuracy.items() if v is not None), flush=True)

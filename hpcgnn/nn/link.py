@@ -82,11 +82,10 @@ class LinkModel(nn.Module):
         return self.predictor(h_u, h_v)
 
 
-def build_link_model(config: dict, in_dim: int) -> LinkModel:
-    """Local. The encoder ``config["model"]`` names with ``config["hidden"]`` outputs, and the
-    predictor ``config["predictor"]`` (default dot)."""
-    name = config.get("predictor", "dot")
-    if name not in PREDICTORS:
-        raise ValueError(f"unknown predictor {name!r} (choose from {', '.join(PREDICTORS)})")
-    encoder = build_model(config, in_dim, config["hidden"])
-    return LinkModel(encoder, PREDICTORS[name](config["hidden"]))
+def build_link_model(config, in_dim: int, predictor: str = "dot") -> LinkModel:
+    """Local. The encoder the :class:`~hpcgnn.nn.config.ModelConfig` ``config`` describes, with
+    ``config.hidden`` outputs, and the edge-score ``predictor`` on its embeddings."""
+    if predictor not in PREDICTORS:
+        raise ValueError(f"unknown predictor {predictor!r} (choose from {', '.join(PREDICTORS)})")
+    encoder = build_model(config, in_dim, config.hidden)
+    return LinkModel(encoder, PREDICTORS[predictor](config.hidden))

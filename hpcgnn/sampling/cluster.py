@@ -26,11 +26,16 @@ partition's cut) are not trained on.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from hpcgnn import _csr
 from hpcgnn._metis import part_graph_kway
+from hpcgnn.runtime.flags import MAX_COUNT, MAX_PARTS, Domain
+from hpcgnn.runtime.options import option
 from hpcgnn.sampling.block import MiniBatch
+from hpcgnn.sampling.registry import SUBGRAPH_BATCHES, SamplerSpec, register_sampler
 from hpcgnn.sampling.subgraph import LocalGraph, agreed_share, size_warning, sizes_note, target_seeds, target_share
 
 #: nodes per cluster with ``--num-clusters auto`` (the paper's Reddit and Amazon2M runs: 150-160)
@@ -136,6 +141,10 @@ class ClusterSampler:
         """Local. Nodes per cluster."""
         return np.array([m.shape[0] for m in self._members], dtype=np.int64)
 
+    def loader_seeds(self) -> tuple:
+        """Local. The loader's seeds and seeds per batch: cluster ids, ``clusters_per_batch`` at a time."""
+        return self.cluster_ids, self.clusters_per_batch
+
     def describe(self) -> str:
         """Local. The sizes in words, for the run's start line."""
         return (f"Cluster-GCN {self.num_clusters} clusters, {self.clusters_per_batch} per batch ("
@@ -150,3 +159,27 @@ class ClusterSampler:
         if self.input_degrees:  # GCN's input layer: the graph degrees of its sources, other ranks' too
             batch.input_degree = graph.in_degrees(batch.input_gids)
         return batch
+
+
+#: a subgraph sampler's 'auto' size (hpcgnn.sampling.subgraph)
+AUTO_SIZE = {AUTO: "sized from the graph"}
+
+
+@dataclass(frozen=True)
+class ClusterOptions:
+    """Local. ``--sampler cluster`` (Cluster-GCN): clusters of each rank's nodes, and per batch."""
+
+    num_clusters: object = option(AUTO, "clusters of each rank's nodes (an epoch is C / Q steps); auto: about "
+                                  f"{CLUSTER_NODES} nodes each", type=Domain(int, ge=1, le=MAX_PARTS, words=AUTO_SIZE))
+    clusters_per_batch: object = option(AUTO, "clusters per batch (Cluster-GCN's q); auto: as many as keep a batch's "
+                                        "nodes 10 in-batch neighbours on average (half their in-part ones where fewer)",
+                                        type=Domain(int, ge=1, le=MAX_COUNT, words=AUTO_SIZE))
+
+
+register_sampler(SamplerSpec(
+    "cluster", ClusterOptions,
+    build=lambda graph, options, run: ClusterSampler(graph, run.layers, options.num_clusters, "train_mask",
+                                                     seed=run.seed, clusters_per_batch=options.clusters_per_batch,
+                                                     input_degrees=run.input_degrees),
+    summary="Cluster-GCN, batches of --clusters-per-batch METIS clusters of each rank's nodes, the model on the "
+            "subgraph they induce", requires=SUBGRAPH_BATCHES, subgraph=True))

@@ -27,11 +27,17 @@ ascending gid order.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from hpcgnn import _layerwise, _sample
+from hpcgnn.runtime.errors import InputError
+from hpcgnn.runtime.flags import MAX_COUNT, MAX_LAYERS
+from hpcgnn.runtime.options import option
 from hpcgnn.runtime.rng import derive_seed, unit_uniform
 from hpcgnn.sampling.block import Block, MiniBatch
+from hpcgnn.sampling.registry import WEIGHTED_MEAN, SamplerSpec, register_sampler
 
 
 def inclusion_probabilities(importance, size) -> np.ndarray:
@@ -100,3 +106,34 @@ class LayerSampler:
             blocks.append(block)
         blocks.reverse()
         return MiniBatch(seed_gids=seeds, input_gids=nodes, blocks=blocks)
+
+
+def parse_sizes(text) -> tuple:
+    """Local. ``--layer-sizes``: comma-separated positive integers, else a one-line InputError."""
+    try:
+        sizes = tuple(int(x) for x in str(text).split(","))
+    except ValueError:
+        raise InputError(None, "must be comma-separated integers", "--layer-sizes", text) from None
+    if min(sizes) < 1 or max(sizes) > MAX_COUNT or len(sizes) > MAX_LAYERS:
+        raise InputError(None, f"must be 1 to {MAX_LAYERS} sizes, each from 1 to {MAX_COUNT}", "--layer-sizes", text)
+    return sizes
+
+
+@dataclass(frozen=True)
+class LayerOptions:
+    """Local. ``--sampler layer`` (LADIES): nodes drawn per layer, and how their weights are normalised."""
+
+    layer_sizes: tuple = option((512, 512), "nodes drawn per layer, input layer first (one per layer)",
+                                type=parse_sizes, metavar="S1,S2,...")
+    layer_weights: str = option("normalized", "unbiased importance weights, or normalized: each node's weights "
+                                "divided by their sum (a weighted mean of its drawn in-neighbours; lower variance)",
+                                choices=("normalized", "unbiased"))
+
+
+register_sampler(SamplerSpec(
+    "layer", LayerOptions,
+    build=lambda graph, options, run: LayerSampler(options.layer_sizes, seed=run.seed,
+                                                   normalize=options.layer_weights == "normalized"),
+    summary="LADIES, --layer-sizes nodes per layer by importance sampling",
+    layers=lambda options: len(options.layer_sizes), layers_flag="--layer-sizes", requires=WEIGHTED_MEAN,
+    describe=lambda options: f"LADIES layer sizes {list(options.layer_sizes)}, {options.layer_weights} weights"))

@@ -8,11 +8,17 @@ unique/relabel kernel.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from hpcgnn import _sample
+from hpcgnn.runtime.errors import InputError
+from hpcgnn.runtime.flags import MAX_COUNT, MAX_LAYERS
+from hpcgnn.runtime.options import option
 from hpcgnn.runtime.rng import derive_seed
 from hpcgnn.sampling.block import Block, MiniBatch
+from hpcgnn.sampling.registry import SamplerSpec, register_sampler
 
 
 class NeighborSampler:
@@ -59,3 +65,32 @@ class NeighborSampler:
         blocks.reverse()
         input_degree = graph.in_degrees(nodes) if self.input_degrees else None
         return MiniBatch(seed_gids=seeds, input_gids=nodes, blocks=blocks, input_degree=input_degree)
+
+
+def parse_fanouts(text) -> tuple:
+    """Local. ``--fanouts``: comma-separated per-layer fanouts, ``all`` (or -1) for every
+    neighbour, else a one-line InputError."""
+    try:
+        fanouts = tuple(-1 if x.strip() == "all" else int(x) for x in str(text).split(","))
+    except ValueError:
+        raise InputError(None, "must be comma-separated integers", "--fanouts", text) from None
+    if any(f == 0 or f < -1 or f > MAX_COUNT for f in fanouts) or len(fanouts) > MAX_LAYERS:
+        raise InputError(None, f"must be 1 to {MAX_LAYERS} fanouts, each from 1 to {MAX_COUNT} or -1 (all)",
+                         "--fanouts", ",".join(map(str, fanouts)))
+    return fanouts
+
+
+@dataclass(frozen=True)
+class NeighborOptions:
+    """Local. ``--sampler neighbor``: how many in-neighbours each layer draws."""
+
+    fanouts: tuple = option((10, 25), "per layer, input layer first; 'all' (or --fanouts=-1,...) takes every "
+                            "neighbour", type=parse_fanouts, metavar="F1,F2,...")
+
+
+register_sampler(SamplerSpec(
+    "neighbor", NeighborOptions,
+    build=lambda graph, options, run: NeighborSampler(list(options.fanouts), input_degrees=run.input_degrees),
+    summary="--fanouts neighbours per node and layer (GraphSAGE's sampling)",
+    layers=lambda options: len(options.fanouts), layers_flag="--fanouts",
+    describe=lambda options: f"fanouts {list(options.fanouts)}"))

@@ -14,11 +14,16 @@ number of ranks for a given seed.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from hpcgnn import _sample
+from hpcgnn.runtime.flags import MAX_REPEATS, Domain
+from hpcgnn.runtime.options import option
 from hpcgnn.runtime.rng import derive_seed
 from hpcgnn.sampling.block import Block, MiniBatch
+from hpcgnn.sampling.registry import WEIGHTED_MEAN, SamplerSpec, register_sampler
 
 
 class RandomWalkSampler:
@@ -97,3 +102,31 @@ class RandomWalkSampler:
             nodes = next_nodes
         blocks.reverse()
         return MiniBatch(seed_gids=seeds, input_gids=nodes, blocks=blocks)
+
+
+#: steps of one random walk: a walk's steps multiply a batch's memory
+WALK_LENGTH = Domain(int, ge=1, le=1000)
+
+
+@dataclass(frozen=True)
+class WalkOptions:
+    """Local. ``--sampler randomwalk`` (PinSAGE): the walks that pick each node's neighbours."""
+
+    walks: int = option(20, "random walks started at every node of a layer", type=Domain(int, ge=1, le=MAX_REPEATS))
+    walk_length: int = option(3, "steps per walk", type=WALK_LENGTH)
+    topk: int = option(10, "the most visited nodes kept as a node's neighbours", type=Domain(int, ge=1, le=MAX_REPEATS))
+
+
+def _inference_walks(options, seed):
+    # PinSAGE is evaluated on the neighbourhoods it was trained on, drawn from a fixed seed so an
+    # evaluation is repeatable
+    return RandomWalkSampler(1, options.walks, options.walk_length, options.topk, seed=derive_seed(seed, "inference"))
+
+
+register_sampler(SamplerSpec(
+    "randomwalk", WalkOptions,
+    build=lambda graph, options, run: RandomWalkSampler(run.layers, options.walks, options.walk_length, options.topk,
+                                                        seed=run.seed),
+    summary="PinSAGE, each node's --topk most visited nodes of random walks", requires=WEIGHTED_MEAN,
+    inference=_inference_walks,
+    describe=lambda options: f"random walks {options.walks} x {options.walk_length} steps, top {options.topk}"))

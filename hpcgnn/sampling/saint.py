@@ -40,11 +40,17 @@ neighbours in a 15,000-node part.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
+from hpcgnn.runtime.flags import MAX_COUNT, MAX_REPEATS, Domain
+from hpcgnn.runtime.options import option
 from hpcgnn.runtime.rng import generator
 from hpcgnn.sampling.block import MiniBatch
+from hpcgnn.sampling.randomwalk import WALK_LENGTH
+from hpcgnn.sampling.registry import SUBGRAPH_BATCHES, WEIGHTED_MEAN, SamplerSpec, register_sampler
 from hpcgnn.sampling.subgraph import LocalGraph, agreed_share, size_warning, sizes_note, target_seeds, target_share
 
 SAINT_KINDS = ("node", "edge", "rw")
@@ -185,6 +191,10 @@ class SaintSampler:
         """Local. The loader's seed ids: one per subgraph of an epoch."""
         return np.arange(self.steps_per_epoch, dtype=np.int64)
 
+    def loader_seeds(self) -> tuple:
+        """Local. The loader's seeds and seeds per batch: one subgraph id per step."""
+        return self.batch_ids, 1
+
     def draw(self, rng) -> np.ndarray:
         """Local. One subgraph's nodes (sorted unique local ids)."""
         n = self.local.num_nodes
@@ -219,3 +229,35 @@ class SaintSampler:
         seeds_local = batch.seed_gids - self.local.start
         batch.extra["loss_weight"] = torch.from_numpy(self.loss_weight[seeds_local].astype(np.float32))
         return batch
+
+
+@dataclass(frozen=True)
+class SaintOptions:
+    """Local. ``--sampler saint-node|saint-edge|saint-rw`` (GraphSAINT): each subgraph's size, and
+    the presampling that estimates the normalisation."""
+
+    budget: object = option(AUTO, "nodes (saint-node), edges (saint-edge) or walk roots (saint-rw) drawn per "
+                            "subgraph; P%% draws that share of the rank's part (its nodes, or its edges for "
+                            "saint-edge), so a step covers the same share of the graph at any rank count; auto: the "
+                            "least that keeps a subgraph's nodes 10 in-batch neighbours on average (half their "
+                            "in-part ones where fewer)",
+                            type=Domain(int, ge=1, le=MAX_COUNT, share=True, words={AUTO: "sized from the graph"}))
+    presample: int = option(50, "subgraphs drawn at start-up to estimate GraphSAINT's normalisation",
+                            type=Domain(int, ge=1, le=MAX_REPEATS))
+
+
+@dataclass(frozen=True)
+class SaintWalkOptions(SaintOptions):
+    """Local. ``--sampler saint-rw``: GraphSAINT's options and the length of its walks."""
+
+    walk_length: int = option(3, "steps per walk", type=WALK_LENGTH)
+
+
+for _kind in SAINT_KINDS:
+    register_sampler(SamplerSpec(
+        f"saint-{_kind}", SaintWalkOptions if _kind == "rw" else SaintOptions,
+        build=lambda graph, options, run, kind=_kind: SaintSampler(graph, kind, run.layers, options.budget,
+                                                                   getattr(options, "walk_length", 2),
+                                                                   options.presample, seed=run.seed),
+        summary=f"GraphSAINT {_kind} subgraphs of each rank's part", requires=SUBGRAPH_BATCHES + WEIGHTED_MEAN,
+        subgraph=True))

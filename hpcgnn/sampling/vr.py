@@ -24,11 +24,16 @@ the input block has no sampled edges, only that constant row per destination.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from hpcgnn import _sample
+from hpcgnn.runtime.flags import MAX_REPEATS, Domain
+from hpcgnn.runtime.options import option
 from hpcgnn.runtime.rng import derive_seed
 from hpcgnn.sampling.block import Block, MiniBatch
+from hpcgnn.sampling.registry import AT_DEFAULT, WEIGHTED_MEAN, SamplerSpec, register_sampler
 
 
 def control_variate_block(num_live, counts, src_pos, eids, degree) -> Block:
@@ -112,3 +117,20 @@ class ControlVariateSampler:
         live.append(nodes)
         extra = {"vr_full": full[::-1], "vr_sampled": sampled[::-1], "vr_nodes": live[::-1]}
         return MiniBatch(seed_gids=seeds, input_gids=nodes, blocks=blocks[::-1], extra=extra)
+
+
+@dataclass(frozen=True)
+class ControlVariateOptions:
+    """Local. ``--sampler vr`` (VR-GCN): sampled neighbours per node above the input layer."""
+
+    vr_neighbors: int = option(2, "sampled in-neighbours per node in every layer but the input layer (VR-GCN's D)",
+                               type=Domain(int, ge=1, le=MAX_REPEATS))
+
+
+_VR_INPUT = "its input layer reads the features' neighbour means, for node tasks"
+register_sampler(SamplerSpec(
+    "vr", ControlVariateOptions,
+    build=lambda graph, options, run: ControlVariateSampler(run.layers, options.vr_neighbors, seed=run.seed),
+    summary="VR-GCN, --vr-neighbors sampled neighbours per node with the control variate of historical "
+            "activations, the input layer exact",
+    requires=(("embed_dim", AT_DEFAULT, _VR_INPUT), ("task", "node", _VR_INPUT), *WEIGHTED_MEAN), history=True))

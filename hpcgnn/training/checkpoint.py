@@ -47,6 +47,8 @@ from hpcgnn.nn.dropout import dropout_state, set_dropout_state
 from hpcgnn.runtime.collectives import fail_together
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.files import atomic_path, open_regular, write_error
+from hpcgnn.sampling import SAMPLERS, sampler_spec
+from hpcgnn.training.config import stored_config
 
 
 def checkpoint_name(epoch) -> str:
@@ -179,10 +181,30 @@ def dataset_identity(graph, comm) -> dict:
             "num_nodes": int(graph.num_nodes)}
 
 
-def node_state(config) -> str | None:
-    """Local. The node-indexed state a checkpoint made with ``config`` holds, in words; None if none."""
-    held = (["the learnable node embedding"] if config.get("embed_dim") else []) + \
-        (["VR-GCN's histories"] if config.get("sampler") == "vr" else [])
+def settings_view(state, where=None) -> dict:
+    """Local. A loaded checkpoint's settings as one flat mapping: its config's settings by flag name,
+    what the dataset decided (``num_nodes``, ``feat_dim``, ``num_classes``, ``kind``) and its rank
+    count. Checkpoints of older releases stored that mapping itself as their config."""
+    if not isinstance(state.get("facts"), dict):  # its "task" was the kind of target
+        return dict(state["config"], kind=state["config"].get("task"))
+    try:
+        config = stored_config(state["config"], where)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(where, f"malformed checkpoint config ({type(exc).__name__})", "entry", "config") from None
+    return {**config.flat(), **state["facts"], "ranks": state.get("ranks")}
+
+
+def session_view(session) -> dict:
+    """Local. The running session's settings, as :func:`settings_view` gives a checkpoint's."""
+    return {**session.config.flat(), **session.facts.as_dict(), "ranks": session.comm.size}
+
+
+def node_state(settings) -> str | None:
+    """Local. The node-indexed state a checkpoint with ``settings`` (:func:`settings_view`) holds,
+    in words; None if none."""
+    held = ["the learnable node embedding"] if settings.get("embed_dim") else []
+    if settings.get("sampler") in SAMPLERS and sampler_spec(settings["sampler"]).history:
+        held.append("the sampler's histories of every node")
     return " and ".join(held) or None
 
 
@@ -199,7 +221,7 @@ def check_node_state(path, state, identity, prog="hpcgnn", warn=True) -> None:
     InputError
         Naming the checkpoint, the field ``dataset.nodes`` and both fingerprints.
     """
-    held = node_state(state["config"])
+    held = node_state(settings_view(state, path))
     if held is None:
         return
     saved = state.get("dataset")
@@ -234,7 +256,7 @@ def prepare_directory(session, directory, resume) -> None:
             held = dataset_held(directory)
             if held is not None and not same_dataset(held, session):
                 raise InputError(directory, f"holds the checkpoints of another dataset ({describe_dataset(held)}), "
-                                 f"not of --data {session.config.get('data')}; give this run its own "
+                                 f"not of --data {session.config.input.data}; give this run its own "
                                  "--checkpoint-dir")
             if not resume and os.path.lexists(os.path.join(directory, BEST)):
                 os.unlink(os.path.join(directory, BEST))
@@ -254,7 +276,7 @@ def dataset_held(directory) -> dict | None:
     if not os.path.isfile(path):
         return None  # a dangling pointer: --resume refuses it, a new run replaces it
     state = load_checkpoint(path)
-    return {"dataset": state.get("dataset"), "config": state["config"]}
+    return {"dataset": state.get("dataset"), "config": settings_view(state, path)}
 
 
 def same_dataset(held, session) -> bool:
@@ -266,7 +288,8 @@ def same_dataset(held, session) -> bool:
     saved = held["dataset"]
     if isinstance(saved, dict) and isinstance(saved.get("dataset"), str):
         return saved["dataset"] == session.dataset["dataset"]
-    return all(held["config"].get(key) == session.config.get(key) for key in DATASET_KEYS if key in held["config"])
+    current = session.facts.as_dict()
+    return all(held["config"].get(key) == current.get(key) for key in DATASET_KEYS if key in held["config"])
 
 
 def describe_dataset(held) -> str:
@@ -315,7 +338,7 @@ def load_checkpoint(path, current=None, keys=()) -> dict:
         raise InputError(path, "malformed checkpoint", "epoch", state["epoch"])
     refuse_non_finite(path, state)
     if current is not None:
-        check_fits(path, state["config"], current, keys)
+        check_fits(path, settings_view(state, path), current, keys)
     return state
 
 
@@ -426,7 +449,9 @@ def save_session(session, directory, epoch, history, best=False, keep=None):
                 replaced = best_epoch(directory) if best else None
                 save_checkpoint(directory, {"model": session.model.state_dict(),
                                             "optimizer": session.optimizer.state_dict(),
-                                            "config": plain(session.config), "epoch": int(epoch), "rng": rngs,
+                                            "config": plain(session.config.as_dict()),
+                                            "facts": session.facts.as_dict(), "ranks": comm.size,
+                                            "epoch": int(epoch), "rng": rngs,
                                             "grad_residual": residuals, "history": plain(history),
                                             "dataset": plain(session.dataset)}, best=best)
                 if replaced is not None and replaced != epoch and keep is not None and not keep(replaced):
@@ -473,14 +498,14 @@ def resume_session(session, directory):
     Returns ``(epochs_done, history)``: ``(0, [])`` when there was nothing to resume.
     """
     comm = session.comm
-    config = session.config
+    current = session_view(session)
     # rank 0 decides, so that ranks never disagree on whether the run starts over
     if not comm.bcast(os.path.exists(os.path.join(directory, "latest")) if comm.rank == 0 else None, root=0):
         return 0, []
     # the same file on every rank, so a refusal here is raised by every rank alike
     path = latest_checkpoint(directory)
-    link_keys = ("task", "predictor") if config.get("task") == "link" else ()
-    state = load_checkpoint(path, config, shape_keys(config["model"]) + DATASET_KEYS + ("ranks",) + link_keys)
+    keys = shape_keys(current["model"]) + DATASET_KEYS + ("ranks", "kind") + session.task.fit_keys
+    state = load_checkpoint(path, current, keys)
     check_node_state(path, state, session.dataset, "hpcgnn train", warn=comm.rank == 0)  # alike on every rank
     try:
         session.model.load_state_dict(state["model"])

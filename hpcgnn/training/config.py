@@ -1,276 +1,412 @@
-"""The flags of ``hpcgnn train`` (and the TOML/YAML config files that mirror them) and of
-``hpcgnn evaluate``.
+"""The configuration of ``hpcgnn train``: one frozen, typed :class:`TrainConfig`, built in one place.
 
-Nothing here imports torch until the flags are parsed, so ``--help`` answers at once.
+A run's settings come from flags, a TOML/YAML ``--config`` file (keys mirror the flags; flags
+win) or a checkpoint, and every route goes through :func:`train_config`, which validates them with
+the one-line errors of the command line. The config is made of parts (input, model, sampler,
+task, optimizer, evaluation, output, runtime); each part's fields declare their own flags
+(:func:`hpcgnn.runtime.options.option`), and the sampler's and the task's options come from their
+registrations (:mod:`hpcgnn.sampling.registry`, :mod:`hpcgnn.tasks.registry`), so a new sampler or
+task adds its flags without an edit here. Library functions receive the config (or one of its
+parts); it is stored whole in checkpoints and in the metrics file's header.
+
+What the dataset decides (node count, classes, feature width) is not configuration: it is a
+:class:`~hpcgnn.tasks.registry.DatasetFacts`, read when the run opens its dataset.
 """
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import tomllib
+from dataclasses import dataclass, replace
 
+from hpcgnn.nn.config import PRECISIONS, ModelConfig
+from hpcgnn.nn.registry import MODELS
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.files import open_regular
 from hpcgnn.runtime.flags import (
     COUNT,
     MAX_COUNT,
-    MAX_HEADS,
     MAX_LAYERS,
     MAX_MIB,
-    MAX_PARTS,
-    MAX_REPEATS,
     MAX_SECONDS,
     MAX_WIDTH,
     SEED,
     CommandParser,
     Domain,
 )
+from hpcgnn.runtime.options import add_options, as_dict, declared, flag_of, note_deprecated, option, options_from
 from hpcgnn.runtime.watchdog import DEFAULT_TIMEOUT_S
-from hpcgnn.training.metrics import CLASS_WEIGHTS, LINK_METRICS, METRICS
+from hpcgnn.sampling.registry import AT_DEFAULT, SAMPLERS, option_owners
+from hpcgnn.tasks.registry import TASKS
 from hpcgnn.training.schedule import EVAL_PERIOD
 
-#: the domains of the flags shared here (hpcgnn.runtime.flags); a config file's values go
-#: through the same domains (the parser's ``flags``), so a flag and a key accept the same
 RATE = Domain(float, gt=0)
-WIDTH = Domain(int, ge=1, le=MAX_WIDTH)
-DROPOUT = Domain(float, ge=0, lt=1)
-REPEATS = Domain(int, ge=1, le=MAX_REPEATS)
 #: batches sampled ahead: each holds a batch's blocks and features
 MAX_PREFETCH = 64
 WATCHDOG_S = Domain(float, gt=0, le=MAX_SECONDS, special={0: "never"})
+#: hpcgnn.graph.feature_scale.FEATURE_SCALES
+FEATURE_SCALES = ("auto", "standard", "row", "none")
+COMPRESSIONS = ("none", "bf16", "topk:R")
+#: modules imported before the flags are read, so that what they register has its flags
+PLUGIN_ENTRY_POINTS = "hpcgnn.plugins"
+
+
+@dataclass(frozen=True)
+class InputConfig:
+    """Local. The dataset, how its features are rescaled, and the learnable node embedding."""
+
+    data: str | None = option(None, "dataset directory written by 'hpcgnn partition' (required)")
+    feature_scale: str = option("auto", "rescale the features when the dataset is opened (evaluate applies the "
+                                "checkpoint's choice): standard = each feature to mean 0 and deviation 1 over all "
+                                "nodes; row = each node's row divided by its absolute sum; auto = row when no value is "
+                                "negative (counts, 0/1 words), else standard; none = as stored "
+                                "(hpcgnn.graph.feature_scale)", choices=FEATURE_SCALES)
+    embed_dim: int = option(0, "learn a per-node embedding of this width (a DistEmbedding, sharded like the nodes), "
+                            "appended to the features, or the only input of a dataset without 'feat'",
+                            type=Domain(int, ge=1, le=MAX_WIDTH, special={0: "none"}))
+    embed_lr: float = option(0.01, "SparseAdam learning rate of the node embedding", type=RATE)
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    """Local. The ``--sampler`` (a name in :data:`hpcgnn.sampling.SAMPLERS`) and its options."""
+
+    name: str = "neighbor"
+    options: object = None
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """Local. The ``--task`` (a name in :data:`hpcgnn.tasks.TASKS`) and its options."""
+
+    name: str = "node"
+    options: object = None
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    """Local. Epochs and steps, Adam, gradient accumulation and how the gradient is reduced."""
+
+    epochs: int = option(10, "passes over the training nodes", type=COUNT)
+    batch_size: int = option(1000, "seeds per rank per step", type=COUNT)
+    steps_per_epoch: int = option(0, "end each epoch after N steps (0: a whole pass); each epoch takes the first N "
+                                  "batches of its own shuffled order, so successive epochs see different seeds",
+                                  type=Domain(int, ge=1, le=MAX_COUNT, special={0: "a whole pass"}), metavar="N")
+    lr: float = option(0.003, "Adam learning rate", type=RATE)
+    weight_decay: float = option(0.0, "Adam L2 penalty", type=Domain(float, ge=0))
+    accumulate: int = option(1, "micro-batches per optimizer step: gradients of K batches of --batch-size seeds are "
+                             "averaged, then reduced over the ranks once (a batch of K x --batch-size seeds per rank "
+                             "in the memory of one)", type=COUNT, metavar="K")
+    overlap: bool = option(False, "reduce the gradient in buckets of --bucket-mb with non-blocking Allreduce as "
+                           "backward produces them (last layer first), overlapping communication with backward")
+    bucket_mb: float = option(1.0, "--overlap: MiB of float32 gradients per bucket",
+                              type=Domain(float, gt=0, le=MAX_MIB), metavar="MB")
+    grad_compress: str = option("none", "bf16: send the gradient as bfloat16 (half the bytes); topk:R: send the "
+                                "fraction R of entries largest in magnitude (index, value); both carry what was not "
+                                "sent to the next step (error feedback)", metavar="none|bf16|topk:R")
+
+
+@dataclass(frozen=True)
+class EvaluationConfig:
+    """Local. When the run evaluates, what it reports, how it selects its model and stops early."""
+
+    eval_every: object = option("auto", "epochs between evaluations (0: only after the last epoch); 'auto' evaluates "
+                                "after the first epoch, then as often as keeps evaluation under a quarter of the run "
+                                "time (hpcgnn.training.schedule); the last epoch is always evaluated",
+                                type=EVAL_PERIOD, metavar="N|auto")
+    eval_batch_size: int = option(10_000, "nodes per batch of full-graph inference", type=COUNT)
+    metric: str | None = option(None, "reported per split beside accuracy and loss, and used for model selection; "
+                                "default by task: acc (multi-class), roc-auc (binary: 2 classes), f1-micro "
+                                "(multi-label [N, C] labels), auc (link; every link metric is reported)")
+    select: str = option("metric", "model selection: the epoch of the best validation value of --metric, or of the "
+                         "lowest validation loss; its test figures are the run's selected_test_* "
+                         "(hpcgnn.training.early_stop)", choices=("metric", "loss"))
+    early_stop: int = option(0, "end training once the --select value has not improved for this many epochs "
+                             "(0: never)", type=Domain(int, ge=1, le=MAX_COUNT, special={0: "never"}),
+                             metavar="PATIENCE")
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    """Local. Checkpoints, the metrics file, plots and the progress bar."""
+
+    checkpoint_dir: str | None = option(None, "where checkpoints go (one after the last epoch; see "
+                                        "--checkpoint-every)")
+    checkpoint_every: int = option(0, "epochs between checkpoints (0: only after the last epoch)",
+                                   type=Domain(int, ge=1, le=MAX_COUNT, special={0: "after the last epoch"}))
+    resume: bool = option(False, "continue from the latest checkpoint in --checkpoint-dir; start at epoch 1 when it "
+                          "has none (so a job that may be requeued can always pass it)")
+    force: bool = option(False, "write checkpoints even when another run holds the lock of --checkpoint-dir (use "
+                         "only when that run is known to be gone: two live runs would overwrite each other's "
+                         "checkpoints)")
+    metrics_file: str | None = option(None, "JSON-lines file: one record per epoch and a final one",
+                                      deprecated=("--metrics",))
+    plot: str | None = option(None, "directory for PNG curves and the per-rank time breakdown")
+    no_progress: bool = option(False, "no progress bar")
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """Local. How a rank spends its cores and waits: prefetching, progress polls, the watchdog."""
+
+    prefetch: int = option(-1, "batches sampled ahead on a background thread (0: none; default: 2 when each rank "
+                           "has a spare core, else 0, since the thread then only competes with the model)",
+                           type=Domain(int, ge=1, le=MAX_PREFETCH, special={-1: "by the cores", 0: "none"}))
+    progress_ms: float = option(-1, "milliseconds between the polls that serve other ranks' reads while this rank "
+                                "computes (0: none; default: 0.5 when the job spans several nodes, else none)",
+                                type=Domain(float, gt=0, le=MAX_SECONDS * 1000,
+                                            special={-1: "by the job's nodes", 0: "none"}))
+    watchdog_s: float = option(DEFAULT_TIMEOUT_S, "end the job, naming the ranks at fault, when some rank makes no "
+                               "progress (no training step or inference batch) for this many seconds (0: never; "
+                               f"default {DEFAULT_TIMEOUT_S:g})", type=WATCHDOG_S)
+    plugins: tuple = ()
+
+
+#: the parts made of option fields alone, by their attribute name in TrainConfig
+PARTS = {"input": InputConfig, "model": ModelConfig, "optimizer": OptimizerConfig, "evaluation": EvaluationConfig,
+         "output": OutputConfig, "runtime": RuntimeConfig}
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Local. Everything a training run is asked to do: built by :func:`train_config`, frozen."""
+
+    seed: int = option(0, "seed of the parameters, batches and dropout", type=SEED)
+    input: InputConfig = InputConfig()
+    model: ModelConfig = ModelConfig()
+    sampler: SamplerConfig = SamplerConfig()
+    task: TaskConfig = TaskConfig()
+    optimizer: OptimizerConfig = OptimizerConfig()
+    evaluation: EvaluationConfig = EvaluationConfig()
+    output: OutputConfig = OutputConfig()
+    runtime: RuntimeConfig = RuntimeConfig()
+
+    def flat(self) -> dict:
+        """Local. Every setting by its flag's name (``hidden``, ``fanouts``, ``sampler``, ``task``...)."""
+        values = {"seed": self.seed, "sampler": self.sampler.name, "task": self.task.name}
+        for name in PARTS:
+            values.update(as_dict(getattr(self, name)))
+        for part in (self.sampler, self.task):
+            if part.options is not None:
+                values.update(as_dict(part.options))
+        return values
+
+    def as_dict(self) -> dict:
+        """Local. The config as plain nested data (checkpoints, the metrics header):
+        ``{"seed", "input": {...}, ..., "sampler": {"name", options...}, "task": {"name", options...}}``."""
+        record = {"seed": self.seed}
+        for name in ("input", "model", "sampler", "task", "optimizer", "evaluation", "output", "runtime"):
+            part = getattr(self, name)
+            if isinstance(part, (SamplerConfig, TaskConfig)):
+                record[name] = {"name": part.name, **(as_dict(part.options) if part.options is not None else {})}
+            else:
+                record[name] = as_dict(part)
+        return record
+
+
+def load_plugins(modules=()) -> tuple:
+    """Local. Import each ``--plugin`` module and every installed ``hpcgnn.plugins`` entry point, so
+    that the samplers, tasks and models they register have their flags; the modules' names.
+
+    Raises
+    ------
+    InputError
+        Naming ``--plugin`` and a module that cannot be imported.
+    """
+    from importlib.metadata import entry_points  # deferred: only read when the parser is built
+
+    for entry in entry_points(group=PLUGIN_ENTRY_POINTS):
+        entry.load()
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise InputError(None, f"cannot import the plugin module ({exc})", "--plugin", module) from None
+    return tuple(modules)
 
 
 def build_parser():
-    """Local. The ``hpcgnn train`` argument parser (every flag is also a ``--config`` key)."""
+    """Local. The ``hpcgnn train`` argument parser: the flags of every part of :class:`TrainConfig`
+    and of every registered sampler and task (each is also a ``--config`` key)."""
     p = CommandParser(prog="hpcgnn train", description="Train a GNN on a partitioned dataset, "
                                 "one MPI rank per part: mpirun -np P python -m hpcgnn.train --data DIR ...")
     p.add_argument("--config", help="TOML or YAML file whose keys mirror these flags (flags win)")
-    p.add_argument("--data", help="dataset directory written by 'hpcgnn partition' (required)")
-    p.add_argument("--task", choices=("node", "link"), default="node",
-                   help="node: classify nodes (label, masks); link: predict edges held out by "
-                        "'hpcgnn partition --edge-split' (see the link flags)")
-    add_model_arguments(p)
-    add_sampler_arguments(p)
-    p.add_argument("--embed-dim", type=Domain(int, ge=1, le=MAX_WIDTH, special={0: "none"}), default=0,
-                   help="learn a per-node embedding of this width (a DistEmbedding, sharded like the nodes), "
-                        "appended to the features, or the only input of a dataset without 'feat'")
-    p.add_argument("--embed-lr", type=RATE, default=0.01, help="SparseAdam learning rate of the node embedding")
-    p.add_argument("--feature-scale", choices=FEATURE_SCALES, default=DEFAULT_FEATURE_SCALE,
-                   help="rescale the features when the dataset is opened (evaluate applies the checkpoint's "
-                        "choice): standard = each feature to mean 0 and deviation 1 over all nodes; row = each "
-                        "node's row divided by its absolute sum; auto = row when no value is negative (counts, "
-                        "0/1 words), else standard; none = as stored (hpcgnn.graph.feature_scale)")
-    p.add_argument("--batch-size", type=COUNT, default=DEFAULT_BATCH, help="seeds per rank per step")
-    p.add_argument("--epochs", type=COUNT, default=10, help="passes over the training nodes")
-    add_optimizer_arguments(p)
-    p.add_argument("--seed", type=SEED, default=0, help="seed of the parameters, batches and dropout")
-    p.add_argument("--metric", choices=METRICS + LINK_METRICS, default=None,
-                   help="reported per split beside accuracy and loss, and used for model selection; default by "
-                        "task: acc (multi-class), roc-auc (binary: 2 classes), f1-micro (multi-label [N, C] labels), "
-                        "auc (link; every link metric is reported)")
-    p.add_argument("--class-weight", choices=CLASS_WEIGHTS, default="none",
-                   help="weights of the training loss: balanced = inverse frequency of the training labels "
-                        "(multi-label: each label's positives weigh negatives/positives)")
-    p.add_argument("--prefetch", type=Domain(int, ge=1, le=MAX_PREFETCH, special={-1: "by the cores", 0: "none"}),
-                   default=-1,
-                   help="batches sampled ahead on a background thread (0: none; default: 2 when each rank has "
-                        "a spare core, else 0, since the thread then only competes with the model)")
-    p.add_argument("--cache-mb", type=Domain(float, gt=0, le=MAX_MIB, special={0: "no cache"}), default=0,
-                   help="per rank: MB of feature rows of other nodes kept locally, the ones batches read most "
-                        "(chosen by sampling batches first; 0: no cache)")
-    p.add_argument("--progress-ms", type=Domain(float, gt=0, le=MAX_SECONDS * 1000,
-                                                special={-1: "by the job's nodes", 0: "none"}), default=-1,
-                   help="milliseconds between the polls that serve other ranks' reads while this rank computes "
-                        "(0: none; default: 0.5 when the job spans several nodes, else none)")
-    add_link_arguments(p)
-    add_evaluation_arguments(p)
-    p.add_argument("--checkpoint-dir", help="where checkpoints go (one after the last epoch; see --checkpoint-every)")
-    p.add_argument("--checkpoint-every", type=Domain(int, ge=1, le=MAX_COUNT, special={0: "after the last epoch"}),
-                   default=0,
-                   help="epochs between checkpoints (0: only after the last epoch)")
-    p.add_argument("--resume", action="store_true",
-                   help="continue from the latest checkpoint in --checkpoint-dir; start at epoch 1 when it has "
-                        "none (so a job that may be requeued can always pass it)")
-    p.add_argument("--force", action="store_true",
-                   help="write checkpoints even when another run holds the lock of --checkpoint-dir (use only "
-                        "when that run is known to be gone: two live runs would overwrite each other's checkpoints)")
-    p.add_argument("--metrics", help="JSON-lines file: one record per epoch and a final one")
-    p.add_argument("--plot", help="directory for PNG curves and the per-rank time breakdown")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    add_watchdog_argument(p)
+    p.add_argument("--plugin", dest="plugins", action="append", default=[], metavar="MODULE",
+                   help="import MODULE first: the samplers, tasks and models it registers become choices, with "
+                        "their flags (repeatable; installed packages can instead declare an 'hpcgnn.plugins' "
+                        "entry point)")
+    add_options(p, InputConfig)
+    add_options(p, TrainConfig)
+    p.add_argument("--task", choices=tuple(TASKS), default="node",
+                   help="; ".join(f"{name}: {task.summary}" for name, task in TASKS.items()))
+    add_options(p.add_argument_group("model"), ModelConfig)
+    add_sampler_arguments(p.add_argument_group("sampler"))
+    add_options(p.add_argument_group("optimizer"), OptimizerConfig)
+    add_options(p.add_argument_group("evaluation"), EvaluationConfig)
+    for name, task in TASKS.items():
+        if task.options is not None:
+            add_options(p.add_argument_group(f"{name} task (--task {name})"), task.options)
+    add_options(p.add_argument_group("output"), OutputConfig)
+    add_options(p.add_argument_group("runtime"), RuntimeConfig)
     return p
 
 
-def add_model_arguments(p):
-    """Local. The model's flags: which model, its shape, dropout, normalisation, arithmetic."""
-    p.add_argument("--model", default="sage", help="a registered model (hpcgnn.nn.MODELS): sage, gcn, gat")
-    p.add_argument("--aggregator", choices=("mean", "gcn"), default="mean", help="GraphSAGE aggregator")
-    p.add_argument("--hidden", type=WIDTH, default=256, help="width of every hidden layer")
-    p.add_argument("--layers", type=Domain(int, ge=1, le=MAX_LAYERS), default=None, help="default: number of fanouts")
-    p.add_argument("--heads", type=Domain(int, ge=1, le=MAX_HEADS), default=4, help="GAT attention heads")
-    p.add_argument("--dropout", type=DROPOUT, default=0.5, help="between layers")
-    p.add_argument("--input-dropout", type=DROPOUT, default=0.0, help="on the input features")
-    p.add_argument("--norm", choices=("none", "batch", "layer"), default="none",
-                   help="normalisation after each hidden layer")
-    p.add_argument("--precision", choices=PRECISIONS, default="fp32",
-                   help="the layers' arithmetic: bf16 runs GEMMs, activations and aggregations in bfloat16 "
-                        "(float32 weights, optimizer state, losses and reductions; AMX and AVX512-BF16 where "
-                        "the CPU has them)")
+def add_sampler_arguments(group):
+    """Local. ``--sampler`` and the options of every registered sampler, each flag's help naming
+    the samplers it applies to."""
+    group.add_argument("--sampler", choices=tuple(SAMPLERS), default="neighbor",
+                       help="; ".join(f"{name}: {spec.summary}" for name, spec in SAMPLERS.items()))
+    for name, (options, samplers) in option_owners().items():
+        add_options(group, options, help_prefix=f"--sampler {'|'.join(samplers)}: ",
+                    skip=[f.name for f, _ in declared(options) if f.name != name])
 
 
-#: flags of --task link only, with their defaults: set with --task node they are an error
-SAINT = ("saint-node", "saint-edge", "saint-rw")
-SAMPLERS = ("neighbor", "layer", "cluster", "randomwalk", *SAINT, "vr")
-DEFAULT_FANOUTS = "10,25"
-#: hpcgnn.nn.PRECISIONS, named here without importing torch before the flags are parsed
-PRECISIONS = ("fp32", "bf16")
-#: hpcgnn.graph.feature_scale.FEATURE_SCALES, named here for the same reason
-FEATURE_SCALES = ("auto", "standard", "row", "none")
-DEFAULT_FEATURE_SCALE = "auto"
-DEFAULT_LAYER_SIZES = "512,512"
-DEFAULT_LAYER_WEIGHTS = "normalized"
-DEFAULT_BATCH = 1000
-#: each sampler flag: its default and the samplers it applies to (refused with any other)
-SAMPLER_FLAGS = {"num_clusters": ("auto", ("cluster",)), "clusters_per_batch": ("auto", ("cluster",)),
-                 "walks": (20, ("randomwalk",)), "walk_length": (3, ("randomwalk", "saint-rw")),
-                 "topk": (10, ("randomwalk",)), "budget": ("auto", SAINT), "presample": (50, SAINT),
-                 "vr_neighbors": (2, ("vr",))}
-#: their domains: a walk's steps and a node's walks multiply a batch's memory
-#: a subgraph sampler's 'auto' size: batches that keep their nodes a set mean number of in-batch
-#: neighbours (hpcgnn.sampling.subgraph)
-AUTO_SIZE = {"auto": "sized from the graph"}
-SAMPLER_DOMAINS = {"num_clusters": Domain(int, ge=1, le=MAX_PARTS, words=AUTO_SIZE),
-                   "clusters_per_batch": Domain(int, ge=1, le=MAX_COUNT, words=AUTO_SIZE),
-                   "walks": REPEATS, "walk_length": Domain(int, ge=1, le=1000), "topk": REPEATS,
-                   "budget": Domain(int, ge=1, le=MAX_COUNT, share=True, words=AUTO_SIZE), "presample": REPEATS,
-                   "vr_neighbors": REPEATS}
-#: samplers whose batch is a subgraph of the rank's part (no seed batches, node tasks only), and
-#: those whose blocks are weighted (a weighted mean: GraphSAGE with the mean aggregator only)
-SUBGRAPH_SAMPLERS = ("cluster", *SAINT)
-WEIGHTED_SAMPLERS = ("layer", "randomwalk", *SAINT, "vr")
-LINK_DEFAULTS = {"predictor": "dot", "negative_sampler": "corrupt", "negatives": 1, "link_loss": "bce",
-                 "margin": 1.0, "exclude": "self"}
+def parse_train_config(argv=None) -> TrainConfig:
+    """Local. The :class:`TrainConfig` of ``hpcgnn train``'s flags, with defaults taken from
+    ``--config`` when given, and ``--plugin`` modules imported first."""
+    pre = CommandParser(prog="hpcgnn train", add_help=False)
+    pre.add_argument("--config")
+    pre.add_argument("--plugin", dest="plugins", action="append", default=[])
+    known, _ = pre.parse_known_args(argv)
+    config_file = read_config_file(known.config) if known.config else {}
+    plugins = load_plugins([*config_plugins(config_file), *known.plugins])
+    parser = build_parser()
+    if known.config:
+        parser.set_defaults(**config_defaults(known.config, config_file, parser))
+    values = vars(parser.parse_args(argv))
+    values["plugins"] = plugins
+    config = train_config(values)
+    if not config.input.data:
+        raise InputError(None, "is required", "--data")
+    if not os.path.isdir(config.input.data):
+        raise InputError(config.input.data, "dataset directory not found", "--data")
+    return config
 
 
-def add_link_arguments(parser):
-    """Local. The flags of ``--task link``: predictor, negatives, loss."""
-    group = parser.add_argument_group("link prediction (--task link)")
-    group.add_argument("--predictor", choices=("dot", "mlp"), default=LINK_DEFAULTS["predictor"],
-                       help="edge score from the two endpoints' embeddings: dot product, or an MLP on their "
-                            "element-wise product")
-    group.add_argument("--negative-sampler", choices=("corrupt", "uniform", "degree", "in-batch"),
-                       default=LINK_DEFAULTS["negative_sampler"],
-                       help="negatives per positive (u, v): corrupt = (u, uniform node); uniform = random node "
-                            "pairs; degree = (u, node drawn by in-degree^0.75); in-batch = (u, destination of "
-                            "another positive of the batch)")
-    group.add_argument("--negatives", type=REPEATS, default=LINK_DEFAULTS["negatives"], metavar="K",
-                       help="negative pairs per positive edge in training")
-    group.add_argument("--link-loss", choices=("bce", "margin"), default=LINK_DEFAULTS["link_loss"],
-                       help="bce: binary cross-entropy on logits; margin: relu(margin - pos + neg) per "
-                            "(positive, negative)")
-    group.add_argument("--margin", type=Domain(float, ge=0), default=LINK_DEFAULTS["margin"],
-                       help="of --link-loss margin")
-    group.add_argument("--exclude", choices=("self", "none"), default=LINK_DEFAULTS["exclude"],
-                       help="self: hide each batch's positive edges and their reverses from its neighbourhoods "
-                            "(the model cannot read the answer); none: keep them (DGL's exclude=None; it leaks the "
-                            "answer, for measurements and for tests that compare rank counts)")
+def train_config(values, where=None, strict=True) -> TrainConfig:
+    """Local. The validated :class:`TrainConfig` of flat ``values`` (flag names to values: a parsed
+    command line, or a stored config).
+
+    ``strict`` refuses options of a sampler or task other than the run's when they are set away
+    from their defaults (never silently ignored); stored configs of older releases are read with
+    it off. ``where`` is the file a refusal names (a checkpoint), None for the command line.
+    """
+    values = {key: tuple(value) if isinstance(value, list) else value for key, value in values.items()}
+    sampler_name, task_name = values.get("sampler", "neighbor"), values.get("task", "node")
+    if sampler_name not in SAMPLERS:
+        raise InputError(where, f"unknown sampler (choose from {', '.join(SAMPLERS)})", "--sampler", sampler_name)
+    if task_name not in TASKS:
+        raise InputError(where, f"unknown task (choose from {', '.join(TASKS)})", "--task", task_name)
+    spec, task = SAMPLERS[sampler_name], TASKS[task_name]
+    if strict:
+        refuse_foreign_options(values, spec, task)
+    model = options_from(ModelConfig, values)
+    if model.model not in MODELS:
+        raise InputError(where, f"unknown model (choose from {', '.join(MODELS)})", "--model", model.model)
+    sampler_options = options_from(spec.options, values) if spec.options is not None else None
+    config = TrainConfig(
+        seed=values.get("seed", 0), input=options_from(InputConfig, values),
+        model=replace(model, layers=model_depth(model.layers, spec, sampler_options, where)),
+        sampler=SamplerConfig(sampler_name, sampler_options),
+        task=TaskConfig(task_name, options_from(task.options, values) if task.options is not None else None),
+        optimizer=options_from(OptimizerConfig, values), evaluation=options_from(EvaluationConfig, values),
+        output=options_from(OutputConfig, values),
+        runtime=options_from(RuntimeConfig, values, plugins=tuple(values.get("plugins", ()))))
+    check_requirements(config, spec, where)
+    check_settings(config, task, where)
+    return config
 
 
-def add_sampler_arguments(p):
-    """Local. The sampler's flags: which sampler, the neighbour fanouts, each sampler's sizes."""
-    p.add_argument("--sampler", choices=SAMPLERS, default="neighbor",
-                   help="neighbor: --fanouts per layer; cluster: Cluster-GCN, batches of --clusters-per-batch "
-                        "METIS clusters of each rank's nodes, the model on the subgraph they induce; "
-                        "layer: LADIES, --layer-sizes nodes per layer by importance sampling; "
-                        "randomwalk: PinSAGE, each node's --topk most visited nodes of random walks; "
-                        "saint-node|saint-edge|saint-rw: GraphSAINT subgraphs of each rank's part; "
-                        "vr: VR-GCN, --vr-neighbors sampled neighbours per node with the control variate of "
-                        "historical activations, the input layer exact")
-    p.add_argument("--fanouts", default=DEFAULT_FANOUTS,
-                   help="per layer, input layer first; 'all' (or --fanouts=-1,...) takes every neighbour")
-    p.add_argument("--layer-sizes", default=DEFAULT_LAYER_SIZES,
-                   help="--sampler layer: nodes drawn per layer, input layer first (one per layer)")
-    p.add_argument("--layer-weights", choices=("normalized", "unbiased"), default=DEFAULT_LAYER_WEIGHTS,
-                   help="--sampler layer: unbiased importance weights, or normalized: each node's weights "
-                        "divided by their sum (a weighted mean of its drawn in-neighbours; lower variance)")
-    help_of = {"num_clusters": "clusters of each rank's nodes (an epoch is C / Q steps); auto: about 128 nodes each",
-               "clusters_per_batch": "clusters per batch (Cluster-GCN's q); auto: as many as keep a batch's nodes "
-                                     "10 in-batch neighbours on average (half their in-part ones where fewer)",
-               "walks": "random walks started at every node of a layer",
-               "walk_length": "steps per walk", "topk": "the most visited nodes kept as a node's neighbours",
-               "budget": "nodes (saint-node), edges (saint-edge) or walk roots (saint-rw) drawn per subgraph; "
-                         "P%% draws that share of the rank's part (its nodes, or its edges for saint-edge), "
-                         "so a step covers the same share of the graph at any rank count; auto: the least that "
-                         "keeps a subgraph's nodes 10 in-batch neighbours on average (half their in-part ones "
-                         "where fewer)",
-               "presample": "subgraphs drawn at start-up to estimate GraphSAINT's normalisation",
-               "vr_neighbors": "sampled in-neighbours per node in every layer but the input layer (VR-GCN's D)"}
-    for dest, (default, samplers) in SAMPLER_FLAGS.items():
-        p.add_argument("--" + dest.replace("_", "-"), type=SAMPLER_DOMAINS[dest], default=default,
-                       help=f"--sampler {'|'.join(samplers)}: {help_of[dest]}")
+def refuse_foreign_options(values, spec, task):
+    """Local. Refuse an option of another sampler or task than the run's, set away from its default."""
+    own = {f.name for options in (spec.options, task.options) if options is not None for f, _ in declared(options)}
+    owners = {}  # option field -> (field, {"--sampler": [names], "--task": [names]})
+    for kind, registry in (("--sampler", SAMPLERS), ("--task", TASKS)):
+        for name, entry in registry.items():
+            for f, _ in declared(entry.options) if entry.options is not None else ():
+                owners.setdefault(f.name, (f, {}))[1].setdefault(kind, []).append(name)
+    for name, (f, users) in owners.items():
+        if name not in own and name in values and values[name] != f.default:
+            where = " or ".join(f"{kind} {'|'.join(names)}" for kind, names in users.items())
+            raise InputError(None, f"applies to {where} only", flag_of(f), _shown(values[name]))
 
 
-def parse_sizes(text) -> list:
-    """Local. ``--layer-sizes``: comma-separated positive integers, else a one-line InputError."""
-    try:
-        sizes = [int(x) for x in str(text).split(",")]
-    except ValueError:
-        raise InputError(None, "must be comma-separated integers", "--layer-sizes", text) from None
-    if min(sizes) < 1 or max(sizes) > MAX_COUNT or len(sizes) > MAX_LAYERS:
-        raise InputError(None, f"must be 1 to {MAX_LAYERS} sizes, each from 1 to {MAX_COUNT}", "--layer-sizes", text)
-    return sizes
+def _shown(value):
+    return ",".join(map(str, value)) if isinstance(value, tuple) else value
 
 
-def check_sampler_flags(args):
-    """Local. Refuse flags that do not apply to the run's ``--sampler`` (never silently ignored)."""
-    for dest, (default, samplers) in SAMPLER_FLAGS.items():
-        flag, value = "--" + dest.replace("_", "-"), getattr(args, dest)
-        if args.sampler not in samplers and value != default:
-            raise InputError(None, f"applies to --sampler {'|'.join(samplers)} only", flag, value)
-    for flag, value, default in (("--layer-sizes", args.layer_sizes, DEFAULT_LAYER_SIZES),
-                                 ("--layer-weights", args.layer_weights, DEFAULT_LAYER_WEIGHTS)):
-        if args.sampler != "layer" and str(value) != default:
-            raise InputError(None, "applies to --sampler layer only", flag, value)
-    refused = {}
-    if args.sampler != "neighbor":
-        refused["--fanouts"] = (str(args.fanouts) != DEFAULT_FANOUTS, "it has no fanouts")
-    if args.sampler in SUBGRAPH_SAMPLERS:
-        why = "a batch is a subgraph of the rank's part, for node tasks"
-        refused.update({"--batch-size": (args.batch_size != DEFAULT_BATCH, why),
-                        "--cache-mb": (bool(args.cache_mb), why), "--task": (args.task != "node", why)})
-    if args.sampler == "vr":
-        why = "its input layer reads the features' neighbour means, for node tasks"
-        refused.update({"--embed-dim": (bool(args.embed_dim), why), "--task": (args.task != "node", why)})
-    if args.sampler in WEIGHTED_SAMPLERS:
-        why = "its blocks are weighted means: GraphSAGE with the mean aggregator"
-        refused.update({"--model": (args.model != "sage", why), "--aggregator": (args.aggregator != "mean", why)})
-    for flag, (given, why) in refused.items():
-        if given:
-            raise InputError(None, f"does not apply to --sampler {args.sampler} ({why})", flag,
-                             getattr(args, flag[2:].replace("-", "_")))
+def model_depth(layers, spec, options, where=None) -> int:
+    """Local. The model's layer count: ``--layers``, else what the sampler's options imply (one
+    fanout per layer), else 2; refused when the two disagree."""
+    implied = spec.layers(options) if spec.layers is not None else None
+    depth = layers or implied or 2
+    if implied is not None and implied != depth:
+        value = _shown(getattr(options, spec.layers_flag[2:].replace("-", "_")))
+        raise InputError(where, f"needs one {'fanout' if spec.layers_flag == '--fanouts' else 'size'} per layer "
+                         f"({depth} layers)", spec.layers_flag, value)
+    return depth
 
 
-def check_task_flags(args):
-    """Local. Refuse flags that do not apply to the run's ``--task`` (never silently ignored)."""
-    if args.task == "node":
-        for dest, default in LINK_DEFAULTS.items():
-            if getattr(args, dest) != default:
-                raise InputError(None, "applies to --task link only", "--" + dest.replace("_", "-"),
-                                 getattr(args, dest))
-        if args.metric in LINK_METRICS:
-            raise InputError(None, "is a link metric: use it with --task link", "--metric", args.metric)
-        return
-    if args.class_weight != "none":
-        raise InputError(None, "applies to --task node only", "--class-weight", args.class_weight)
-    if args.cache_mb:
-        raise InputError(None, "applies to --task node only (the cache is chosen by sampling node batches)",
-                         "--cache-mb", args.cache_mb)
-    if args.metric is not None and args.metric not in LINK_METRICS:
-        raise InputError(None, f"is a node metric: --task link reports {', '.join(LINK_METRICS)}", "--metric",
-                         args.metric)
+def check_requirements(config, spec, where=None):
+    """Local. Refuse settings the run's sampler cannot work with (its ``requires``)."""
+    flat = config.flat()
+    defaults = default_values()
+    for setting, wanted, why in spec.requires:
+        if setting not in flat and wanted == AT_DEFAULT:
+            continue  # an option of another task than the run's: not set
+        value = flat.get(setting)
+        ok = value == defaults.get(setting) if wanted == AT_DEFAULT else value == wanted
+        if not ok:
+            raise InputError(where, f"does not apply to --sampler {spec.name} ({why})",
+                             "--" + setting.replace("_", "-"), _shown(value))
 
 
-COMPRESSIONS = ("none", "bf16", "topk:R")
+def default_values() -> dict:
+    """Local. Every option's default, by name (every part, sampler and task)."""
+    defaults = {"sampler": SamplerConfig().name, "task": TaskConfig().name, "plugins": ()}
+    classes = [TrainConfig, *PARTS.values()] + [s.options for s in SAMPLERS.values() if s.options is not None] + \
+        [t.options for t in TASKS.values() if t.options is not None]
+    for cls in classes:
+        for f, _ in declared(cls):
+            defaults.setdefault(f.name, f.default)
+    return defaults
+
+
+def check_settings(config, task, where=None):
+    """Local. Refuse settings that contradict each other (one line naming the flag)."""
+    optimizer, evaluation, output = config.optimizer, config.evaluation, config.output
+    if optimizer.bucket_mb != 1.0 and not optimizer.overlap:
+        raise InputError(where, "applies to --overlap only", "--bucket-mb", optimizer.bucket_mb)
+    kind, _ = parse_compression(optimizer.grad_compress)
+    if optimizer.overlap and kind != "none":
+        raise InputError(where, "--overlap reduces float32 buckets; it does not combine with compression",
+                         "--grad-compress", optimizer.grad_compress)
+    if evaluation.metric is not None and evaluation.metric not in task.metrics:
+        owners = [name for name, other in TASKS.items() if evaluation.metric in other.metrics]
+        other = f"a metric of --task {'|'.join(owners)}: use it with that task" if owners \
+            else f"not a metric of --task {task.name} (choose from {', '.join(task.metrics)})"
+        raise InputError(where, f"is {other}", "--metric", evaluation.metric)
+    if (output.resume or output.checkpoint_every) and not output.checkpoint_dir:
+        raise InputError(where, "--resume and --checkpoint-every need --checkpoint-dir", "--checkpoint-dir")
+
+
+def stored_config(record, where=None) -> TrainConfig:
+    """Local. The :class:`TrainConfig` a checkpoint stored: the nested record of :meth:`TrainConfig.as_dict`,
+    or the flat one of older releases (the flags plus what the dataset decided)."""
+    if isinstance(record.get("model"), dict):
+        load_plugins(record.get("runtime", {}).get("plugins", ()))  # what the run registered, registered again
+        values = {"seed": record.get("seed", 0)}
+        for name, part in record.items():
+            if isinstance(part, dict):
+                values.update({key: value for key, value in part.items() if key != "name"})
+                if name in ("sampler", "task"):
+                    values[name] = part["name"]
+    else:  # flat: its "task" is the kind of target ("multiclass", ...), the task's name for the other tasks
+        values = dict(record, task=record["task"] if record.get("task") in TASKS else TaskConfig().name)
+        values.setdefault("metrics_file", values.pop("metrics", None))
+    known = default_values()
+    return train_config({key: value for key, value in values.items() if key in known}, where, strict=False)
 
 
 def parse_compression(text) -> tuple[str, float]:
@@ -290,108 +426,17 @@ def parse_compression(text) -> tuple[str, float]:
     raise InputError(None, f"must be one of {', '.join(COMPRESSIONS)}", "--grad-compress", text)
 
 
-def add_optimizer_arguments(parser):
-    """Local. The optimizer's flags: learning rate, weight decay, gradient accumulation, steps."""
-    parser.add_argument("--lr", type=RATE, default=0.003, help="Adam learning rate")
-    parser.add_argument("--weight-decay", type=Domain(float, ge=0), default=0.0, help="Adam L2 penalty")
-    parser.add_argument("--accumulate", type=COUNT, default=1, metavar="K",
-                        help="micro-batches per optimizer step: gradients of K batches of --batch-size seeds "
-                             "are averaged, then reduced over the ranks once (a batch of K x --batch-size seeds "
-                             "per rank in the memory of one)")
-    parser.add_argument("--overlap", action="store_true",
-                        help="reduce the gradient in buckets of --bucket-mb with non-blocking Allreduce as backward "
-                             "produces them (last layer first), overlapping communication with backward")
-    parser.add_argument("--bucket-mb", type=Domain(float, gt=0, le=MAX_MIB), default=1.0, metavar="MB",
-                        help="--overlap: MiB of float32 gradients per bucket")
-    parser.add_argument("--grad-compress", default="none", metavar="none|bf16|topk:R",
-                        help="bf16: send the gradient as bfloat16 (half the bytes); topk:R: send the fraction R of "
-                             "entries largest in magnitude (index, value); both carry what was not sent to the next "
-                             "step (error feedback)")
-    parser.add_argument("--steps-per-epoch", type=Domain(int, ge=1, le=MAX_COUNT, special={0: "a whole pass"}),
-                        default=0, metavar="N",
-                        help="end each epoch after N steps (0: a whole pass); each epoch takes the first N batches "
-                             "of its own shuffled order, so successive epochs see different seeds")
-
-
-def add_evaluation_arguments(parser):
-    """Local. When a run evaluates, and how it selects its model and stops early."""
-    parser.add_argument("--eval-every", type=EVAL_PERIOD, default="auto", metavar="N|auto",
-                        help="epochs between evaluations (0: only after the last epoch); 'auto' evaluates after the "
-                             "first epoch, then as often as keeps evaluation under a quarter of the run time "
-                             "(hpcgnn.training.schedule); the last epoch is always evaluated")
-    parser.add_argument("--eval-batch-size", type=COUNT, default=10_000, help="nodes per batch of full-graph inference")
-    parser.add_argument("--select", choices=("metric", "loss"), default="metric",
-                        help="model selection: the epoch of the best validation value of --metric, or of the "
-                             "lowest validation loss; its test figures are the run's selected_test_* "
-                             "(hpcgnn.training.early_stop)")
-    parser.add_argument("--early-stop", type=Domain(int, ge=1, le=MAX_COUNT, special={0: "never"}), default=0,
-                        metavar="PATIENCE",
-                        help="end training once the --select value has not improved for this many epochs (0: never)")
-
-
-def add_watchdog_argument(parser):
-    """Local. ``--watchdog-s``: seconds without progress on some rank before the job is ended."""
-    parser.add_argument("--watchdog-s", type=WATCHDOG_S, default=DEFAULT_TIMEOUT_S,
-                        help="end the job, naming the ranks at fault, when some rank makes no progress "
-                             f"(no training step or inference batch) for this many seconds (0: never; "
-                             f"default {DEFAULT_TIMEOUT_S:g})")
-
-
-def parse_args(argv=None):
-    """Local. Flags, with defaults taken from ``--config`` when given."""
-    parser = build_parser()
-    pre = CommandParser(prog=parser.prog, add_help=False)
-    pre.add_argument("--config")
-    known, _ = pre.parse_known_args(argv)
-    if known.config:
-        parser.set_defaults(**read_config(known.config, parser))
-    args = parser.parse_args(argv)
-    check_sampler_flags(args)
-    if args.sampler == "layer":  # one size per layer, as fanouts
-        args.layer_sizes = parse_sizes(args.layer_sizes)
-        args.layers = args.layers or len(args.layer_sizes)
-        if args.layers != len(args.layer_sizes):
-            raise InputError(None, f"needs one size per layer ({args.layers} layers)", "--layer-sizes",
-                             ",".join(map(str, args.layer_sizes)))
-    if args.sampler != "neighbor":  # no fanouts: --layers (default 2) counts the layers
-        args.layers = args.layers or 2
-        args.fanouts = ",".join(["all"] * args.layers)
-    try:
-        args.fanouts = [-1 if x.strip() == "all" else int(x) for x in str(args.fanouts).split(",")]
-    except ValueError:
-        raise InputError(None, "must be comma-separated integers", "--fanouts", args.fanouts) from None
-    if any(f == 0 or f < -1 or f > MAX_COUNT for f in args.fanouts) or len(args.fanouts) > MAX_LAYERS:
-        raise InputError(None, f"must be 1 to {MAX_LAYERS} fanouts, each from 1 to {MAX_COUNT} or -1 (all)",
-                         "--fanouts", ",".join(map(str, args.fanouts)))
-    args.layers = args.layers or len(args.fanouts)
-    if args.layers != len(args.fanouts):
-        raise InputError(None, f"needs one fanout per layer ({args.layers} layers)", "--fanouts", args.fanouts)
-    if args.bucket_mb != 1.0 and not args.overlap:
-        raise InputError(None, "applies to --overlap only", "--bucket-mb", args.bucket_mb)
-    kind, _ = parse_compression(args.grad_compress)
-    if args.overlap and kind != "none":
-        raise InputError(None, "--overlap reduces float32 buckets; it does not combine with compression",
-                         "--grad-compress", args.grad_compress)
-    check_task_flags(args)
-    if (args.resume or args.checkpoint_every) and not args.checkpoint_dir:
-        raise InputError(None, "--resume and --checkpoint-every need --checkpoint-dir", "--checkpoint-dir")
-    if not args.data:
-        raise InputError(None, "is required", "--data")
-    if not os.path.isdir(args.data):
-        raise InputError(args.data, "dataset directory not found", "--data")
-    from hpcgnn.nn.registry import MODELS  # deferred: torch, only once the flags parsed (fast --help)
-
-    if args.model not in MODELS:
-        raise InputError(None, f"unknown model (choose from {', '.join(MODELS)})", "--model", args.model)
-    return args
-
-
 #: a config file is a few dozen keys; anything larger is not one (and is never read whole)
 MAX_CONFIG_BYTES = 1 << 20
 
 
 def read_config(path, parser):
-    """Local. Keys of a TOML/YAML file as argparse defaults (dashes or underscores).
+    """Local. Keys of a TOML/YAML file as argparse defaults of ``parser`` (dashes or underscores)."""
+    return config_defaults(path, read_config_file(path), parser)
+
+
+def read_config_file(path) -> dict:
+    """Local. The keys and values of a TOML/YAML config file.
 
     Only a regular file of at most :data:`MAX_CONFIG_BYTES` is read (a FIFO would block the read
     forever), and YAML anchors and aliases are refused: a config is flat keys and values, and
@@ -421,12 +466,30 @@ def read_config(path, parser):
     if not isinstance(values, dict):
         raise InputError(path, "config must be a mapping of flag names to values", "--config",
                          type(values).__name__)
+    return values
+
+
+def config_plugins(values) -> list:
+    """Local. The ``plugin`` key of a config file's ``values``, as a list of module names."""
+    plugins = values.get("plugin", [])
+    return [plugins] if isinstance(plugins, str) else list(plugins)
+
+
+def config_defaults(path, values, parser) -> dict:
+    """Local. A config file's ``values`` as argparse defaults, each checked as its flag would be."""
     known = set(vars(parser.parse_args([])))  # every flag, at its default
     actions = parser.flags
+    renamed = {old.lstrip("-").replace("-", "_"): action.dest for action in actions.values()
+               for old in action.option_strings[1:] if old.startswith("--")}
     defaults = {}
     for key, value in values.items():
         dest = str(key).replace("-", "_")
-        if dest not in known or dest == "config":
+        if dest == "plugin":
+            continue  # imported before the parser was built (config_plugins)
+        if dest in renamed:
+            note_deprecated(parser.prog, f"config key '{key}'", "'" + renamed[dest] + "'")
+            dest = renamed[dest]
+        if dest not in known or dest in ("config", "plugins"):
             raise InputError(path, "unknown key", key, value)
         if isinstance(value, dict) or (isinstance(value, list) and any(isinstance(v, (list, dict)) for v in value)):
             raise InputError(path, "must be a single value or a list", key, value)
@@ -473,32 +536,47 @@ def _config_value(path, key, value, action):
     return value
 
 
+@dataclass(frozen=True)
+class EvaluateConfig:
+    """Local. What ``hpcgnn evaluate`` scores and writes."""
+
+    data: str | None = option(None, "partitioned dataset directory")
+    checkpoint: str | None = option(None, "checkpoint file written by hpcgnn train, or a checkpoint directory: its "
+                                    "best checkpoint (the epoch the run selected and reported; its latest if it has "
+                                    "none)")
+    latest: bool = option(False, "score the checkpoint directory's latest checkpoint (what --resume continues from) "
+                          "instead of its best")
+    batch_size: int = option(10_000, "nodes per inference batch", type=COUNT)
+    precision: str | None = option(None, "the layers' arithmetic (see hpcgnn train --precision); default: the "
+                                   "checkpoint's", choices=PRECISIONS)
+    metric: str | None = option(None, "reported per split beside accuracy and loss (node checkpoints; a link "
+                                "checkpoint reports every link metric); default: the checkpoint's",
+                                choices=tuple(dict.fromkeys(m for task in TASKS.values() for m in task.metrics)))
+    save_embeddings: str | None = option(None, "write each rank's nodes to DIR/embeddings-RANK.h5: orig_id (the "
+                                         "input file's id), gid and embedding (the output of --embedding-layer); "
+                                         "format in hpcgnn.training.outputs", metavar="DIR")
+    embedding_layer: int = option(-1, "which layer's output --save-embeddings writes: 1..L, or counted from the end "
+                                  "(-1: the last layer, the logits; -2: the last hidden layer)", metavar="N",
+                                  type=Domain(int, ge=-MAX_LAYERS, le=MAX_LAYERS, nonzero=True))
+    save_predictions: bool = option(False, "add each node's predicted class ('prediction') and class probabilities "
+                                    "('probability') to the --save-embeddings files")
+    watchdog_s: float = option(DEFAULT_TIMEOUT_S, "end the job, naming the ranks at fault, when some rank makes no "
+                               "progress (no inference batch) for this many seconds (0: never; default "
+                               f"{DEFAULT_TIMEOUT_S:g})", type=WATCHDOG_S)
+
+
 def build_evaluate_parser():
     """Local. The ``hpcgnn evaluate`` argument parser."""
     p = CommandParser(prog="hpcgnn evaluate",
                       description="Full-neighbourhood distributed inference of a trained checkpoint.")
-    p.add_argument("--data", required=True, help="partitioned dataset directory")
-    p.add_argument("--checkpoint", required=True,
-                   help="checkpoint file written by hpcgnn train, or a checkpoint directory: its best checkpoint "
-                        "(the epoch the run selected and reported; its latest if it has none)")
-    p.add_argument("--latest", action="store_true",
-                   help="score the checkpoint directory's latest checkpoint (what --resume continues from) "
-                        "instead of its best")
-    p.add_argument("--batch-size", type=COUNT, default=10_000, help="nodes per inference batch")
-    p.add_argument("--precision", choices=PRECISIONS, default=None,
-                   help="the layers' arithmetic (see hpcgnn train --precision); default: the checkpoint's")
-    p.add_argument("--metric", choices=METRICS + LINK_METRICS, default=None,
-                   help="reported per split beside accuracy and loss (node checkpoints; a link checkpoint reports "
-                        "every link metric); default: the checkpoint's")
-    p.add_argument("--save-embeddings", metavar="DIR",
-                   help="write each rank's nodes to DIR/embeddings-RANK.h5: orig_id (the input file's id), "
-                        "gid and embedding (the output of --embedding-layer); format in hpcgnn.training.outputs")
-    p.add_argument("--embedding-layer", type=Domain(int, ge=-MAX_LAYERS, le=MAX_LAYERS, nonzero=True), default=-1,
-                   metavar="N",
-                   help="which layer's output --save-embeddings writes: 1..L, or counted from the end "
-                        "(-1: the last layer, the logits; -2: the last hidden layer)")
-    p.add_argument("--save-predictions", action="store_true",
-                   help="add each node's predicted class ('prediction') and class probabilities "
-                        "('probability') to the --save-embeddings files")
-    add_watchdog_argument(p)
+    add_options(p, EvaluateConfig)
     return p
+
+
+def parse_evaluate_config(argv=None) -> EvaluateConfig:
+    """Local. The :class:`EvaluateConfig` of ``hpcgnn evaluate``'s flags."""
+    config = options_from(EvaluateConfig, vars(build_evaluate_parser().parse_args(argv)))
+    for flag, value in (("--data", config.data), ("--checkpoint", config.checkpoint)):
+        if not value:
+            raise InputError(None, "is required", flag)
+    return config

@@ -18,13 +18,14 @@ from hpcgnn.nn.aggregate import precision_note
 from hpcgnn.runtime.collectives import allreduce_
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.watchdog import Watchdog, beat, waiting_in
+from hpcgnn.sampling import sampler_spec
+from hpcgnn.tasks.collapse import CollapseCheck
+from hpcgnn.tasks.inference import input_rows, model_inputs
+from hpcgnn.tasks.metrics import metric_key
 from hpcgnn.training.checkpoint import prepare_directory, resume_session, save_session
-from hpcgnn.training.collapse import CollapseCheck, constant_share
+from hpcgnn.training.config import TrainConfig
 from hpcgnn.training.early_stop import EarlyStopping, selected, selection_key
-from hpcgnn.training.inference import inference_sampler, input_rows, layerwise_inference, model_inputs, split_accuracy
-from hpcgnn.training.link_task import evaluate_links
 from hpcgnn.training.lock import checkpoint_lock
-from hpcgnn.training.metrics import metric_key
 from hpcgnn.training.plots import plot_history
 from hpcgnn.training.reporting import Reporter, epoch_record, final_record, header_record, progress
 from hpcgnn.training.schedule import EvalSchedule, every
@@ -90,7 +91,7 @@ def train_epoch(session: Session, epoch, show_progress=False) -> dict:
     totals = np.zeros(3)
     compute_s = allreduce_s = 0.0
     t_epoch = time.perf_counter()
-    accumulate = session.config.get("accumulate", 1)
+    accumulate = session.config.optimizer.accumulate
     beat(f"epoch {epoch + 1} step 1 (loading the batch)")
     for i, batch in enumerate(progress(session.loader, len(session.loader), epoch, show_progress)):
         beat(f"epoch {epoch + 1} step {i + 1}")
@@ -132,101 +133,93 @@ def average_buffers(model, comm):
         offset += b.numel()
 
 
-def evaluate(session: Session, batch_size) -> dict:
-    """Collective over session.comm. Full-neighbourhood accuracy, loss and the run's metric on every
-    split (link prediction: every link metric on the validation and test edges), and its time."""
+def evaluate_session(session: Session) -> dict:
+    """Collective over session.comm. The task's full-neighbourhood figures on the validation and test
+    sets (node classification: accuracy, loss and the run's metric on every split; link
+    prediction: every link metric), the collapse check's ``constant_share``, and their time."""
     t0 = time.perf_counter()
-    inputs = input_rows(session.graph, session.embedding)
-    if session.link:
-        return dict(evaluate_links(session.model, session.graph, batch_size, inputs=inputs,
-                                   sampler=inference_sampler(session.config), check_collapse=True),
-                    eval_time_s=time.perf_counter() - t0)
-    logits = layerwise_inference(session.model, session.graph, batch_size, inputs=inputs,
-                                 sampler=inference_sampler(session.config))
-    return dict(split_accuracy(logits, session.graph, metric=session.config["metric"]),
-                constant_share=constant_share(logits.numpy(), session.comm), eval_time_s=time.perf_counter() - t0)
+    figures = session.task.evaluate(session.model, session.graph, session.config,
+                                    session.config.evaluation.eval_batch_size, input_rows(session.graph,
+                                                                                          session.embedding))
+    figures.pop("rows", None)
+    return dict(figures, eval_time_s=time.perf_counter() - t0)
 
 
-def start_line(session, args) -> str:
-    """Local. The console line a run starts with: data, ranks, model, task, threads."""
-    config = session.config
-    if session.link:
-        task = (f"link prediction ({args.predictor} predictor, {args.negatives} {args.negative_sampler} "
-                f"negative{'s' if args.negatives > 1 else ''} per edge, metric {config['metric']})")
-    else:
-        task = (f"{config['num_classes']} {'labels' if config['task'] == 'multilabel' else 'classes'} "
-                f"({config['task']}, metric {config['metric']})")
-    sampling = {"neighbor": f"fanouts {args.fanouts}",
-                "layer": f"LADIES layer sizes {args.layer_sizes}, {args.layer_weights} weights",
-                "randomwalk": f"random walks {args.walks} x {args.walk_length} steps, top {args.topk}"}.get(
-        args.sampler, f"sampler {args.sampler}")
+def start_line(session) -> str:
+    """Local. The console line a run starts with: data, ranks, model, sampler, task, threads."""
+    config, graph, model = session.config, session.graph, session.config.model
+    spec = sampler_spec(config.sampler.name)
     describe = getattr(getattr(session.loader, "sampler", None), "describe", None)
     if describe is not None:  # a subgraph sampler sizes its batches from the graph: say how
         sampling = describe()
-    return (f"hpcgnn train: {session.graph.name} {session.graph.num_nodes:,} nodes {session.graph.num_edges:,} "
-            f"edges, {session.comm.size} ranks, {args.model} {args.layers}x{args.hidden}, {sampling}, "
-            f"{len(session.loader)} steps/epoch, {task}, {precision_note(args.precision)}, "
-            f"prefetch {config['prefetch']}, {config['threads']} torch threads per rank")
+    else:
+        sampling = spec.describe(config.sampler.options) if spec.describe else f"sampler {spec.name}"
+    return (f"hpcgnn train: {graph.name} {graph.num_nodes:,} nodes {graph.num_edges:,} edges, {session.comm.size} "
+            f"ranks, {model.model} {model.layers}x{model.hidden}, {sampling}, {len(session.loader)} steps/epoch, "
+            f"{session.task.describe(config, session.facts)}, {precision_note(model.precision)}, "
+            f"prefetch {session.decided['prefetch']}, {session.decided['threads']} torch threads per rank")
 
 
-def run(args, comm):
-    """Collective over comm. Train as ``args`` say; return ``(model, history)`` (history: per-epoch records).
+def run(config: TrainConfig, comm):
+    """Collective over comm. Train as ``config`` says; return ``(model, history)`` (history: per-epoch records).
 
     A run given a checkpoint directory checkpoints every ``--checkpoint-every`` epochs and after
     the last one, and holds the directory's lock from start to end (:mod:`hpcgnn.training.lock`),
     so two runs never overwrite each other's checkpoints.
     """
-    with checkpoint_lock(args.checkpoint_dir, comm, force=getattr(args, "force", False)):
-        return _train(args, comm)
+    with checkpoint_lock(config.output.checkpoint_dir, comm, force=config.output.force):
+        return _train(config, comm)
 
 
-def _train(args, comm):
+def _train(config: TrainConfig, comm):
     """Collective over comm. :func:`run`, once the checkpoint directory is locked."""
     started = time.perf_counter()
-    session = open_session(args, comm)
-    first_epoch, history = resume_session(session, args.checkpoint_dir) if args.resume else (0, [])
-    if args.checkpoint_dir:  # one dataset per directory; a new run's best is yet to come
-        prepare_directory(session, args.checkpoint_dir, args.resume)
+    output, epochs = config.output, config.optimizer.epochs
+    session = open_session(config, comm)
+    config = session.config  # with what the dataset decided (the metric)
+    first_epoch, history = resume_session(session, output.checkpoint_dir) if output.resume else (0, [])
+    if output.checkpoint_dir:  # one dataset per directory; a new run's best is yet to come
+        prepare_directory(session, output.checkpoint_dir, output.resume)
     session.loader.epoch = first_epoch
-    report = Reporter(comm.rank, args.metrics, append=first_epoch > 0)
+    report = Reporter(comm.rank, output.metrics_file, append=first_epoch > 0)
     report.header(header_record(session, first_epoch))
-    report.say(start_line(session, args))
-    if args.resume:  # a requeued job says which of its starts this is
-        report.say(f"resumed from epoch {first_epoch} ({args.checkpoint_dir})" if first_epoch
-                   else f"nothing to resume in {args.checkpoint_dir}: starting at epoch 1")
-    watchdog = Watchdog(comm, args.watchdog_s, "hpcgnn train")
-    schedule = EvalSchedule(args.eval_every, args.epochs, first_epoch)
-    select = selection_key(args.select, metric_key(session.config["metric"]))
-    stopper = EarlyStopping(select, args.early_stop, history)
-    collapse = CollapseCheck(args.lr, "validation edges' scores" if session.link else "nodes' logits")
+    report.say(start_line(session))
+    if output.resume:  # a requeued job says which of its starts this is
+        report.say(f"resumed from epoch {first_epoch} ({output.checkpoint_dir})" if first_epoch
+                   else f"nothing to resume in {output.checkpoint_dir}: starting at epoch 1")
+    watchdog = Watchdog(comm, config.runtime.watchdog_s, "hpcgnn train")
+    schedule = EvalSchedule(config.evaluation.eval_every, epochs, first_epoch)
+    select = selection_key(config.evaluation.select, metric_key(config.evaluation.metric))
+    stopper = EarlyStopping(select, config.evaluation.early_stop, history)
+    collapse = CollapseCheck(config.optimizer.lr, session.task.scored)
     best_only = set()  # epochs this run checkpointed only because they were the selected model
 
-    for epoch in range(first_epoch, args.epochs):
+    for epoch in range(first_epoch, epochs):
         if stopper.stopped:
             break
-        record = train_epoch(session, epoch, show_progress=comm.rank == 0 and not args.no_progress)
+        record = train_epoch(session, epoch, show_progress=comm.rank == 0 and not output.no_progress)
         if schedule.due(epoch):
-            record.update(evaluate(session, args.eval_batch_size))
+            record.update(evaluate_session(session))
             schedule.measured(comm, epoch, record["epoch_time_s"], record["eval_time_s"])
         history.append(record)
         report.epoch(record)
         stop = stopper.update(record)  # the same reduced values on every rank: the same decision
-        collapse.update(record, epoch + 1, last=stop or epoch + 1 == args.epochs)  # a dead model ends the run
+        collapse.update(record, epoch + 1, last=stop or epoch + 1 == epochs)  # a dead model ends the run
         selected_now = stopper.best_epoch == epoch + 1  # the model the final line will report, kept as best
-        asked = every(args.checkpoint_every, epoch, args.epochs) or stop
-        if args.checkpoint_dir and (asked or selected_now):
+        asked = every(output.checkpoint_every, epoch, epochs) or stop
+        if output.checkpoint_dir and (asked or selected_now):
             if not asked:
                 best_only.add(epoch + 1)  # written only as best: removed once a later epoch is better
-            save_session(session, args.checkpoint_dir, epoch + 1, history, best=selected_now,
+            save_session(session, output.checkpoint_dir, epoch + 1, history, best=selected_now,
                          keep=lambda done: done not in best_only)
         if stop:
             report.say(stopper.reason())
 
     watchdog.close()
-    final = final_record(comm, history, args.epochs, run_time_s=time.perf_counter() - started,
-                         metric=session.config["metric"])
+    final = final_record(comm, history, epochs, run_time_s=time.perf_counter() - started,
+                         metric=config.evaluation.metric)
     report.final(dict(final, **selected(history, select), stopped_early=stopper.stopped))
-    if args.plot and comm.rank == 0:
-        plot_history(history, args.plot)
+    if output.plot and comm.rank == 0:
+        plot_history(history, output.plot)
     session.close()
     return session.model, history

@@ -73,7 +73,7 @@ class InferenceOutputs:
     """Local. What ``hpcgnn evaluate`` keeps of an inference and writes with ``--save-embeddings``.
 
     :meth:`on_layer` is the ``on_layer`` hook of
-    :func:`~hpcgnn.training.inference.layerwise_inference`: it logs each layer's end and keeps
+    :func:`~hpcgnn.tasks.inference.layerwise_inference`: it logs each layer's end and keeps
     the chosen hidden layer's rows; :meth:`save` writes this rank's file.
 
     Parameters
@@ -86,7 +86,7 @@ class InferenceOutputs:
         ``--save-predictions``.
     num_layers : int
     task : str
-        ``multiclass``, ``binary`` or ``multilabel`` (:func:`hpcgnn.training.metrics.task_of`).
+        ``multiclass``, ``binary`` or ``multilabel`` (:func:`hpcgnn.tasks.metrics.task_of`).
     log : callable
         ``log(line)`` after each layer (a :class:`~hpcgnn.runtime.stages.StageLog`).
     """

@@ -26,14 +26,14 @@ from tqdm import tqdm
 
 from hpcgnn.runtime.comm import mpi
 from hpcgnn.runtime.files import write_error
-from hpcgnn.training.metrics import EXTRA_KEYS, LINK_METRICS, metric_key
+from hpcgnn.tasks.metrics import EXTRA_KEYS, LINK_METRICS, metric_key
 
 #: where an epoch's time goes, per rank: the loader's phases, then the step's
 PHASES = ("sample", "gather", "compute", "allreduce", "wait")
 METRICS_FORMAT = "hpcgnn-metrics"
 METRICS_VERSION = 1
 #: what the dataset decides (session.dataset_sizes), recorded apart from the run's settings
-DATASET_KEYS = ("num_nodes", "feat_dim", "num_classes", "task")
+DATASET_KEYS = ("num_nodes", "feat_dim", "num_classes", "kind")
 
 EPOCH_FIELDS = {
     "epoch": "epoch number, from 1",
@@ -62,10 +62,10 @@ EPOCH_FIELDS = {
     "{split}_loss": "evaluated epochs: full-neighbourhood mean loss on {split}_mask",
     "{split}_{metric}": "evaluated epochs: the run's --metric other than acc (f1_macro, f1_micro, roc_auc) "
                         "on {split}_mask; --task link: every link metric (auc, ap, mrr, hits@10, hits@50, "
-                        "hits@100; hpcgnn.training.link_metrics) on the {split} edge set (val, test)",
+                        "hits@100; hpcgnn.tasks.link_metrics) on the {split} edge set (val, test)",
     "eval_time_s": "evaluated epochs: seconds of the evaluation after the epoch (inference over all nodes)",
     "constant_share": "evaluated epochs: share of the outputs (every node's logits; link: the validation scores) "
-                      "equal to one value; near 1 the model has collapsed to a constant (hpcgnn.training.collapse)",
+                      "equal to one value; near 1 the model has collapsed to a constant (hpcgnn.tasks.collapse)",
 }
 FINAL_FIELDS = {
     "final": "true: the run's summary record",
@@ -111,12 +111,14 @@ METRIC_LINE_KEYS = tuple(f"{split}_{key}" for key in EXTRA_KEYS + ("auc", "ap", 
 def header_record(session, first_epoch) -> dict:
     """Local. The first record a run writes to ``--metrics``: its settings and what every field means.
 
-    ``settings`` holds every flag as the run resolved it plus what it decided (prefetch depth,
-    torch threads, model input width, ranks); ``dataset`` the dataset's path and sizes;
+    ``config`` is the run's config as checkpoints store it (:meth:`TrainConfig.as_dict`);
+    ``settings`` holds every flag as the run resolved it, flat, plus what it decided (prefetch
+    depth, torch threads, model input width, feature scaling, ranks); ``dataset`` the dataset's
+    path and sizes;
     ``fields`` the meaning of every key of the epoch and final records. A resumed run appends
     a new header (``first_epoch`` > 1) before its records.
     """
-    config, graph = session.config, session.graph
+    graph, facts = session.graph, session.facts.as_dict()
     counts = {}
     for split in ("train", "val", "test"):
         values = [part.get(split, 0) for part in graph.meta["parts"]]
@@ -125,12 +127,14 @@ def header_record(session, first_epoch) -> dict:
     if link:  # the held-out edge sets of a link-prediction dataset
         counts.update({f"{split}_edges": link.get(f"num_{split}") for split in ("train", "val", "test")})
     dataset = {"path": graph.path, "name": graph.name, "num_nodes": graph.num_nodes, "num_edges": graph.num_edges,
-               "num_parts": graph.meta["num_parts"], **{k: config[k] for k in DATASET_KEYS if k != "num_nodes"},
+               "num_parts": graph.meta["num_parts"], "task": facts["kind"],
+               **{k: facts[k] for k in DATASET_KEYS if k not in ("num_nodes", "kind")},
                **counts}
     return {"header": True, "format": METRICS_FORMAT, "version": METRICS_VERSION,
             "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "first_epoch": first_epoch + 1,
-            "settings": {k: v for k, v in config.items() if k not in DATASET_KEYS},
+            "config": session.config.as_dict(),
+            "settings": dict(session.config.flat(), in_dim=facts["in_dim"], kind=facts["kind"], **session.decided),
             "dataset": dataset, "fields": {"epoch": EPOCH_FIELDS, "final": FINAL_FIELDS}}
 
 

@@ -113,7 +113,7 @@ def test_an_unknown_scale_is_one_line():
 def test_the_flag_lists_the_module_s_choices(tmp_path):
     from hpcgnn.graph.feature_scale import FEATURE_SCALES
     from hpcgnn.training.config import FEATURE_SCALES as FLAG_CHOICES
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
 
     assert FLAG_CHOICES == FEATURE_SCALES
-    assert parse_args(["--data", str(tmp_path), "--feature-scale", "row"]).feature_scale == "row"
+    assert parse_train_config(["--data", str(tmp_path), "--feature-scale", "row"]).input.feature_scale == "row"

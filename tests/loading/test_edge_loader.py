@@ -16,11 +16,11 @@ def positive_pairs(batch) -> set:
 def batches_leaking_positives(graph, *flags) -> list:
     """Per batch of one epoch of the training command's link loader (its defaults, and ``flags``):
     how many of its block edges are one of its positive pairs, either way round."""
-    from hpcgnn.training.config import parse_args
-    from hpcgnn.training.link_task import build_link_loader
+    from hpcgnn.tasks.link import build_link_loader
+    from hpcgnn.training.config import parse_train_config
     from hpcgnn.training.session import build_sampler
 
-    args = parse_args(["--data", graph.path, "--task", "link", "--batch-size", "64", *flags])
+    args = parse_train_config(["--data", graph.path, "--task", "link", "--batch-size", "64", *flags])
     loader = build_link_loader(graph, args, build_sampler(graph, args, None), prefetch=0)
     try:
         leaks = []

@@ -203,10 +203,11 @@ def test_bf16_models_agree_with_float32(build, model):
 def test_bf16_training_learns(nranks, comm, shared_tmp):
     from hpcgnn.testing.datasets import make_dataset
     from hpcgnn.testing.training import assert_learns
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
 
     path, _ = make_dataset(comm, shared_tmp, nranks, num_nodes=800, p_inside=0.9)
-    args = parse_args(["--data", path, "--precision", "bf16", "--hidden", "32", "--fanouts", "5,5", "--epochs", "8",
+    args = parse_train_config(["--data", path, "--precision", "bf16", "--hidden", "32", "--fanouts", "5,5",
+                       "--epochs", "8",
                        "--batch-size", "50", "--lr", "0.01", "--eval-every", "8", "--no-progress", "--prefetch", "0"])
     assert_learns(comm, args, 0.55)  # chance: 0.25
 
@@ -324,11 +325,11 @@ def test_training_on_n_ranks_equals_one_rank(nranks, comm, shared_tmp, precision
     """Full neighbourhoods, one full batch a step, the same training-node count on every rank: the
     mean of the ranks' gradients is the one-process gradient, so N ranks train the one-process
     model (bf16: within its rounding, as sums run in another order)."""
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
     from hpcgnn.training.loop import run
 
     def train(path, group):
-        model, history = run(parse_args(["--data", path, "--precision", precision, "--fanouts", "all,all",
+        model, history = run(parse_train_config(["--data", path, "--precision", precision, "--fanouts", "all,all",
                                          "--batch-size", "100000", "--dropout", "0", "--hidden", "16",
                                          "--epochs", "4", "--lr", "0.01", "--weight-decay", "0.05",
                                          "--eval-every", "0", "--no-progress",

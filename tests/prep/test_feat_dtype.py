@@ -78,10 +78,10 @@ def _orig(path):
 @pytest.mark.mpi(sizes=(2,))
 def test_training_on_bfloat16_features_learns(nranks, comm, shared_tmp):
     from hpcgnn.testing.training import assert_learns
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
 
     path, _ = partitioned(comm, shared_tmp, nranks, "bfloat16")
-    assert_learns(comm, parse_args(["--data", path, "--fanouts", "5,5", "--batch-size", "50", "--hidden", "32",
+    assert_learns(comm, parse_train_config(["--data", path, "--fanouts", "5,5", "--batch-size", "50", "--hidden", "32",
                                     "--epochs", "8", "--eval-every", "8", "--no-progress", "--prefetch", "1",
                                     "--lr", "0.01", "--feature-scale", "none"]), 0.55)  # chance: 0.25
 

@@ -110,12 +110,12 @@ def dataset(graph_npz, tmp_path_factory):
     return data
 
 
-@pytest.mark.parametrize("flag", ["--metrics", "--checkpoint-dir"])
+@pytest.mark.parametrize("flag", ["--metrics-file", "--checkpoint-dir"])
 def test_train_with_an_unwritable_output_is_one_line(flag, dataset, tmp_path):
     data = dataset
     blocker = tmp_path / "a_file"
     blocker.write_text("not a directory")
-    target = str(blocker / ("m.jsonl" if flag == "--metrics" else "dir"))
+    target = str(blocker / ("m.jsonl" if flag == "--metrics-file" else "dir"))
     extra = ["--checkpoint-every", "1"] if flag == "--checkpoint-dir" else []
     code, _, err = finish(launch(2, "-m", "hpcgnn.train", "--data", str(data), "--epochs", "1", "--hidden", "8",
                                  "--fanouts", "3,3", "--no-progress", flag, target, *extra))

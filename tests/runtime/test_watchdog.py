@@ -74,7 +74,7 @@ def test_a_stopped_rank_ends_the_job_naming_it(nranks, dataset, tmp_path):
     t0 = time.monotonic()
     code, out, err = run_job(nranks, ["-m", "hpcgnn.train", "--data", dataset[nranks], "--epochs", "100000",
                                     "--hidden", "8", "--fanouts", "3,3", "--batch-size", "20", "--eval-every", "0",
-                                    "--no-progress", "--metrics", str(metrics), "--watchdog-s", "3"],
+                                    "--no-progress", "--metrics-file", str(metrics), "--watchdog-s", "3"],
                            timeout=150, on_start=stop_a_rank_mid_training)
     assert code != 0
     lines = [line for line in err.splitlines() if "watchdog:" in line]

@@ -60,17 +60,18 @@ def test_cluster_batches_are_the_induced_subgraphs(nranks, comm, shared_tmp):
 @pytest.mark.mpi(sizes=(1, 2, 4))
 def test_cluster_gcn_training_learns_with_equal_steps(nranks, comm, shared_tmp):
     from hpcgnn.testing.training import assert_learns
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
 
     path, _ = make_dataset(comm, shared_tmp, nranks, name="cl", num_nodes=1200, avg_degree=10)
-    args = parse_args(["--data", path, "--sampler", "cluster", "--num-clusters", "8", "--clusters-per-batch", "2",
+    args = parse_train_config(["--data", path, "--sampler", "cluster", "--num-clusters", "8",
+                       "--clusters-per-batch", "2",
                        "--model", "gcn", "--hidden", "32", "--epochs", "12", "--lr", "0.01", "--no-progress",
                        "--eval-every", "12", "--prefetch", "0", "--seed", "1"])
     assert_learns(comm, args, 0.6)  # chance is 1 / classes (the generated graph has 4)
 
 
 @pytest.mark.parametrize("flags, needle", [
-    (["--sampler", "cluster", "--fanouts", "5,5"], "'--fanouts': does not apply to --sampler cluster"),
+    (["--sampler", "cluster", "--fanouts", "5,5"], "'--fanouts': applies to --sampler neighbor only"),
     (["--sampler", "cluster", "--batch-size", "50"], "'--batch-size': does not apply to --sampler cluster"),
     (["--sampler", "cluster", "--task", "link"], "'--task': does not apply to --sampler cluster"),
     (["--sampler", "cluster", "--num-clusters", "0"], "'--num-clusters': must be 'auto' (sized from the graph) or an"),
@@ -79,28 +80,29 @@ def test_cluster_gcn_training_learns_with_equal_steps(nranks, comm, shared_tmp):
 ])
 def test_flags_of_the_other_sampler_are_refused(tmp_path, flags, needle):
     from hpcgnn.runtime.errors import InputError
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
 
     with pytest.raises(InputError, match=needle.replace("(", r"\(").replace(")", r"\)")):
-        parse_args(["--data", str(tmp_path), *flags])
+        parse_train_config(["--data", str(tmp_path), *flags])
 
 
 def test_cluster_sampler_sets_the_layer_count(tmp_path):
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
 
-    args = parse_args(["--data", str(tmp_path), "--sampler", "cluster", "--layers", "3"])
-    assert args.layers == 3 and args.fanouts == [-1, -1, -1]
+    args = parse_train_config(["--data", str(tmp_path), "--sampler", "cluster", "--layers", "3"])
+    assert args.model.layers == 3 and args.sampler.name == "cluster"
 
 
 @pytest.mark.mpi(sizes=(2,))
 def test_cluster_gcn_resume_is_bit_exact(nranks, comm, shared_tmp):
     from hpcgnn.testing.training import assert_resume_bit_exact
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
 
     path, _ = make_dataset(comm, shared_tmp, nranks, name="clr", num_nodes=600, avg_degree=8)
 
     def flags(epochs, directory, *extra):
-        return parse_args(["--data", path, "--sampler", "cluster", "--num-clusters", "6", "--clusters-per-batch", "2",
+        return parse_train_config(["--data", path, "--sampler", "cluster", "--num-clusters", "6",
+                                   "--clusters-per-batch", "2",
                            "--hidden", "16", "--epochs", str(epochs), "--no-progress", "--prefetch", "1",
                            "--eval-every", "2", "--checkpoint-every", "1", "--checkpoint-dir", directory, *extra])
 

@@ -168,10 +168,10 @@ def test_importance_weighted_aggregation_is_unbiased(tmp_path):
 @pytest.mark.mpi(sizes=(2,))  # the batches are checked at 1, 2 and 4 ranks above
 def test_layer_sampled_training_learns(nranks, comm, shared_tmp):
     from hpcgnn.testing.training import assert_learns
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
 
     path, _ = make_dataset(comm, shared_tmp, nranks, name="ladies_train", num_nodes=1200, avg_degree=10)
-    args = parse_args(["--data", path, "--sampler", "layer", "--layer-sizes", "300,150", "--hidden", "64",
+    args = parse_train_config(["--data", path, "--sampler", "layer", "--layer-sizes", "300,150", "--hidden", "64",
                        "--dropout", "0.2", "--epochs", "40", "--batch-size", "50", "--lr", "0.02", "--no-progress",
                        "--eval-every", "40", "--prefetch", "0", "--seed", "1"])
     assert_learns(comm, args, 0.55)  # chance: 0.25
@@ -188,7 +188,7 @@ def test_layer_sampled_training_learns(nranks, comm, shared_tmp):
 ])
 def test_layer_flags_are_checked(tmp_path, flags, needle):
     from hpcgnn.runtime.errors import InputError
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
 
     with pytest.raises(InputError, match=needle):
-        parse_args(["--data", str(tmp_path), *flags])
+        parse_train_config(["--data", str(tmp_path), *flags])

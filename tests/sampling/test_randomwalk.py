@@ -119,10 +119,11 @@ def test_a_weighted_block_aggregates_the_weighted_mean():
 @pytest.mark.mpi(sizes=(2,))  # the neighbourhoods are checked at 1, 2 and 4 ranks above
 def test_random_walk_training_learns(nranks, comm, shared_tmp):
     from hpcgnn.testing.training import assert_learns
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
 
     path, _ = make_dataset(comm, shared_tmp, nranks, name="rw", num_nodes=1200, avg_degree=10)
-    args = parse_args(["--data", path, "--sampler", "randomwalk", "--walks", "10", "--topk", "8", "--hidden", "32",
+    args = parse_train_config(["--data", path, "--sampler", "randomwalk", "--walks", "10", "--topk", "8",
+                       "--hidden", "32",
                        "--epochs", "20", "--batch-size", "32", "--lr", "0.01", "--no-progress", "--eval-every", "20",
                        "--prefetch", "0", "--seed", "1"])
     assert_learns(comm, args, 0.6)
@@ -132,22 +133,22 @@ def test_random_walk_training_learns(nranks, comm, shared_tmp):
 @pytest.mark.parametrize("flags, needle", [
     (["--sampler", "randomwalk", "--model", "gcn"], "'--model': does not apply to --sampler randomwalk"),
     (["--sampler", "randomwalk", "--aggregator", "gcn"], "'--aggregator': does not apply to --sampler randomwalk"),
-    (["--sampler", "randomwalk", "--fanouts", "4,4"], "'--fanouts': does not apply to --sampler randomwalk"),
+    (["--sampler", "randomwalk", "--fanouts", "4,4"], "'--fanouts': applies to --sampler neighbor only"),
     (["--walks", "3"], "'--walks': applies to --sampler randomwalk only"),
     (["--sampler", "cluster", "--topk", "3"], "'--topk': applies to --sampler randomwalk only"),
     (["--sampler", "randomwalk", "--walk-length", "0"], "'--walk-length': must be an integer"),
 ])
 def test_flags_that_do_not_apply_are_refused(tmp_path, flags, needle):
     from hpcgnn.runtime.errors import InputError
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
 
     with pytest.raises(InputError, match=needle):
-        parse_args(["--data", str(tmp_path), *flags])
+        parse_train_config(["--data", str(tmp_path), *flags])
 
 
 def test_a_random_walk_model_is_evaluated_on_random_walk_neighbourhoods():
     from hpcgnn.sampling.randomwalk import RandomWalkSampler
-    from hpcgnn.training.inference import inference_sampler
+    from hpcgnn.tasks.inference import inference_sampler
 
     sampler = inference_sampler({"sampler": "randomwalk", "walks": 5, "walk_length": 2, "topk": 3, "seed": 4})
     assert isinstance(sampler, RandomWalkSampler) and sampler.num_layers == 1

@@ -16,12 +16,12 @@ SAMPLER_FLAGS = {
 @pytest.mark.parametrize("sampler", sorted(SAMPLER_FLAGS))
 def test_resume_is_bit_exact(nranks, comm, shared_tmp, sampler):
     from hpcgnn.testing.training import assert_resume_bit_exact
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
 
     path, _ = make_dataset(comm, shared_tmp, nranks, name="resume", num_nodes=600, avg_degree=8)
 
     def flags(epochs, directory, *extra):
-        return parse_args(["--data", path, *SAMPLER_FLAGS[sampler], "--hidden", "16", "--batch-size", "60",
+        return parse_train_config(["--data", path, *SAMPLER_FLAGS[sampler], "--hidden", "16", "--batch-size", "60",
                            "--epochs", str(epochs), "--no-progress", "--prefetch", "1", "--eval-every", "2",
                            "--checkpoint-every", "1", "--checkpoint-dir", directory, *extra])
 

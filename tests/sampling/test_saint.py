@@ -107,12 +107,12 @@ def test_normalised_aggregation_and_loss_are_unbiased(tmp_path, kind):
 @pytest.mark.parametrize("kind", KINDS)
 def test_saint_training_learns_with_equal_steps(nranks, comm, shared_tmp, kind):
     from hpcgnn.testing.training import assert_learns
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
 
     path, _ = make_dataset(comm, shared_tmp, nranks, name="saint", num_nodes=1200, avg_degree=10)
     # node draws give the smallest subgraphs per draw (the paper's budgets differ by kind too)
     budget = {"node": 700, "edge": 300, "rw": 300}[kind]
-    args = parse_args(["--data", path, "--sampler", f"saint-{kind}", "--budget", str(budget), "--hidden", "64",
+    args = parse_train_config(["--data", path, "--sampler", f"saint-{kind}", "--budget", str(budget), "--hidden", "64",
                        "--dropout", "0.2", "--epochs", "40", "--lr", "0.02", "--no-progress", "--eval-every", "40",
                        "--prefetch", "0", "--seed", "1"])
     assert_learns(comm, args, 0.55)  # chance: 0.25 (4 planted classes)
@@ -120,23 +120,23 @@ def test_saint_training_learns_with_equal_steps(nranks, comm, shared_tmp, kind):
 
 def test_saint_flags_are_checked(tmp_path):
     from hpcgnn.runtime.errors import InputError
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
 
     for flags, needle in ((["--budget", "10"], "'--budget': applies to --sampler saint-node|saint-edge|saint-rw"),
                           (["--sampler", "saint-rw", "--model", "gcn"], "'--model': does not apply"),
                           (["--sampler", "saint-node", "--batch-size", "10"], "'--batch-size': does not apply"),
                           (["--sampler", "saint-edge", "--presample", "0"], "'--presample': must be an integer")):
         with pytest.raises(InputError, match=needle.replace("|", r"\|")):
-            parse_args(["--data", str(tmp_path), *flags])
+            parse_train_config(["--data", str(tmp_path), *flags])
 
 
 @pytest.mark.parametrize("text", ["0%", "101%", "x%", "3.5", "many"])
 def test_a_bad_budget_is_refused(tmp_path, text):
     from hpcgnn.runtime.errors import InputError
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
 
     with pytest.raises(InputError, match="field '--budget': must be 'auto' .* or an integer .* or a share P%"):
-        parse_args(["--data", str(tmp_path), "--sampler", "saint-node", "--budget", text])
+        parse_train_config(["--data", str(tmp_path), "--sampler", "saint-node", "--budget", text])
 
 
 @pytest.mark.mpi(sizes=(1, 4))
@@ -156,12 +156,12 @@ def test_a_share_budget_draws_that_share_of_each_part(nranks, comm, shared_tmp):
 @pytest.mark.mpi(sizes=(2,))
 def test_saint_resume_is_bit_exact(nranks, comm, shared_tmp):
     from hpcgnn.testing.training import assert_resume_bit_exact
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
 
     path, _ = make_dataset(comm, shared_tmp, nranks, name="saint_resume", num_nodes=600, avg_degree=8)
 
     def flags(epochs, directory, *extra):
-        return parse_args(["--data", path, "--sampler", "saint-rw", "--budget", "100", "--presample", "5",
+        return parse_train_config(["--data", path, "--sampler", "saint-rw", "--budget", "100", "--presample", "5",
                            "--hidden", "16", "--epochs", str(epochs), "--no-progress", "--prefetch", "1",
                            "--eval-every", "2", "--checkpoint-every", "1", "--checkpoint-dir", directory, *extra])
 

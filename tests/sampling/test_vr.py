@@ -60,8 +60,8 @@ def sage(in_dim, classes, layers=3):
 def test_control_variate_is_exact_when_histories_are_current(nranks, comm, shared_tmp):
     from hpcgnn import DistGraph
     from hpcgnn.sampling.vr import ControlVariateSampler
+    from hpcgnn.tasks.inference import layerwise_inference
     from hpcgnn.training.control_variate import ControlVariate
-    from hpcgnn.training.inference import layerwise_inference
 
     path, _ = make_dataset(comm, shared_tmp, nranks, name="vre", num_nodes=500, avg_degree=8)
     with DistGraph(path, comm) as graph, torch.no_grad():
@@ -155,10 +155,11 @@ def test_assign_keeps_the_highest_ranks_write(nranks, comm):
 @pytest.mark.mpi(sizes=(4,))  # the blocks and the estimator are checked at 1, 2 and 4 ranks above
 def test_vr_training_learns(nranks, comm, shared_tmp):
     from hpcgnn.testing.training import assert_learns
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
 
     path, _ = make_dataset(comm, shared_tmp, nranks, name="vr_train", num_nodes=1200, avg_degree=10)
-    args = parse_args(["--data", path, "--sampler", "vr", "--hidden", "64", "--dropout", "0.2", "--epochs", "30",
+    args = parse_train_config(["--data", path, "--sampler", "vr", "--hidden", "64", "--dropout", "0.2", "--epochs",
+                       "30",
                        "--batch-size", "50", "--lr", "0.02", "--no-progress", "--eval-every", "30", "--prefetch", "0",
                        "--seed", "1"])
     assert_learns(comm, args, 0.55)  # chance: 0.25
@@ -170,11 +171,11 @@ def test_vr_training_learns(nranks, comm, shared_tmp):
     (["--sampler", "vr", "--embed-dim", "8"], "'--embed-dim': does not apply to --sampler vr"),
     (["--sampler", "vr", "--task", "link"], "'--task': does not apply to --sampler vr"),
     (["--sampler", "vr", "--model", "gcn"], "'--model': does not apply to --sampler vr"),
-    (["--sampler", "vr", "--fanouts", "5,5"], "'--fanouts': does not apply to --sampler vr"),
+    (["--sampler", "vr", "--fanouts", "5,5"], "'--fanouts': applies to --sampler neighbor only"),
 ])
 def test_vr_flags_are_checked(tmp_path, flags, needle):
     from hpcgnn.runtime.errors import InputError
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
 
     with pytest.raises(InputError, match=needle):
-        parse_args(["--data", str(tmp_path), *flags])
+        parse_train_config(["--data", str(tmp_path), *flags])

@@ -32,7 +32,7 @@ JOB_COMPLETION_LOG = "/var/log/slurm/jobcomp.log"
 JOB_TIMEOUT_S = 300
 FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
                 "DEADLINE", "PREEMPTED"}
-TRAIN_ARGS = "--epochs 2 --hidden 16 --fanouts 5,5 --batch-size 200 --no-progress --metrics run.jsonl"
+TRAIN_ARGS = "--epochs 2 --hidden 16 --fanouts 5,5 --batch-size 200 --no-progress --metrics-file run.jsonl"
 
 _cluster = {"mpi_default": None}
 _submitted: list[str] = []
@@ -206,7 +206,7 @@ def test_a_training_job_near_its_time_limit_requeues_itself_and_resumes(slurm, g
     epochs = 40
     train = sbatch(tmp_path, JOBS / "train.sbatch", "--ntasks=2", DATA="parts", CKPT="ckpt",
                    TRAIN_ARGS=f"--epochs {epochs} --hidden 16 --fanouts 5,5 --batch-size 20 --eval-every 0 "
-                              "--checkpoint-every 1 --no-progress --metrics run.jsonl")
+                              "--checkpoint-every 1 --no-progress --metrics-file run.jsonl")
     latest = tmp_path / "ckpt" / "latest"
     deadline = time.monotonic() + JOB_TIMEOUT_S
     while not latest.exists():

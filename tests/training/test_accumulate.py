@@ -20,7 +20,7 @@ def test_groups_of_k_with_a_shorter_last_group():
 def test_accumulated_micro_batches_equal_one_large_batch(nranks, comm, shared_tmp):
     from hpcgnn.prep.partition import partition_graph
     from hpcgnn.testing.graphs import clustered_graph
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
     from hpcgnn.training.loop import run
 
     graph = clustered_graph(num_nodes=400, avg_degree=6)
@@ -34,9 +34,9 @@ def test_accumulated_micro_batches_equal_one_large_batch(nranks, comm, shared_tm
     # weight decay: Adam alone is nearly blind to the gradient's scale, which accumulation must get right
     common = ["--data", path, "--fanouts", "all,all", "--dropout", "0", "--epochs", "3", "--lr", "0.01",
               "--weight-decay", "0.05", "--eval-every", "0", "--hidden", "8", "--no-progress", "--prefetch", "0"]
-    large, large_history = run(parse_args(common + ["--batch-size", "40"]), comm)
-    small, small_history = run(parse_args(common + ["--batch-size", "20", "--accumulate", "2"]), comm)
-    plain, _ = run(parse_args(common + ["--batch-size", "20"]), comm)
+    large, large_history = run(parse_train_config(common + ["--batch-size", "40"]), comm)
+    small, small_history = run(parse_train_config(common + ["--batch-size", "20", "--accumulate", "2"]), comm)
+    plain, _ = run(parse_train_config(common + ["--batch-size", "20"]), comm)
 
     def flat(model):
         return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()

@@ -33,13 +33,14 @@ def test_evaluate_scores_the_model_the_run_reported(tmp_path, capsys):
     from hpcgnn.prep.partition import partition_graph
     from hpcgnn.runtime.comm import world
     from hpcgnn.testing.graphs import clustered_graph
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
     from hpcgnn.training.loop import run
 
     data, ck, metrics = tmp_path / "d", tmp_path / "ck", tmp_path / "m.jsonl"
     partition_graph(clustered_graph(num_nodes=300, p_inside=0.8), data, 1, "metis")
-    _, history = run(parse_args(flags(data, "--eval-every", "1", "--epochs", "5", "--lr", "0.1", "--embed-dim", "4",
-                                      "--checkpoint-dir", str(ck), "--metrics", str(metrics))), world())
+    _, history = run(parse_train_config(flags(data, "--eval-every", "1", "--epochs", "5", "--lr", "0.1",
+                                      "--embed-dim", "4",
+                                      "--checkpoint-dir", str(ck), "--metrics-file", str(metrics))), world())
     final = [json.loads(line) for line in open(metrics)][-1]
     selected = final["selected_epoch"]
     assert selected < 5, "the test needs a run whose selected epoch is not its last"
@@ -58,7 +59,7 @@ def test_evaluate_scores_the_model_the_run_reported(tmp_path, capsys):
     assert figures["test_acc"] == pytest.approx(history[-1]["test_acc"], abs=1e-4)
 
     # a new run in the directory starts over: the earlier run's best is not its best
-    run(parse_args(flags(data, "--eval-every", "0", "--epochs", "1", "--checkpoint-dir", str(ck),
+    run(parse_train_config(flags(data, "--eval-every", "0", "--epochs", "1", "--checkpoint-dir", str(ck),
                          "--checkpoint-every", "1")), world())
     assert (ck / "best").read_text() == "epoch-0001.pt\n"  # its one (last, so evaluated) epoch
 
@@ -70,7 +71,7 @@ def test_node_state_of_another_partitioning_is_refused(nranks, comm, shared_tmp)
     on other nodes); a second dataset is refused in the first one's checkpoint directory."""
     from hpcgnn.prep.partition import partition_graph
     from hpcgnn.testing.graphs import clustered_graph
-    from hpcgnn.training.config import build_evaluate_parser, parse_args
+    from hpcgnn.training.config import parse_evaluate_config, parse_train_config
     from hpcgnn.training.evaluate import evaluate_checkpoint
     from hpcgnn.training.loop import run
 
@@ -82,26 +83,27 @@ def test_node_state_of_another_partitioning_is_refused(nranks, comm, shared_tmp)
         assert starts[0] == starts[1]  # the shards' row ranges alone cannot tell them apart
     comm.barrier()
     ck = os.path.join(shared_tmp, "ck")
-    run(parse_args(flags(first, "--epochs", "1", "--embed-dim", "4", "--checkpoint-dir", ck)), comm)
+    run(parse_train_config(flags(first, "--epochs", "1", "--embed-dim", "4", "--checkpoint-dir", ck)), comm)
     checkpoint = os.path.join(ck, "epoch-0001.pt")
 
     with pytest.raises(InputError) as exc:  # on every rank alike
-        evaluate_checkpoint(build_evaluate_parser().parse_args(["--data", second, "--checkpoint", ck]), comm)
+        evaluate_checkpoint(parse_evaluate_config(["--data", second, "--checkpoint", ck]), comm)
     message = str(exc.value)
     assert message.startswith(f"{checkpoint}: field 'dataset.nodes': the learnable node embedding was trained on "
                               "another numbering of the nodes"), message
     assert first in message and "--data" in message and "\n" not in message, message
     with pytest.raises(InputError, match="field 'dataset.nodes'"):
-        run(parse_args(flags(second, "--epochs", "2", "--embed-dim", "4", "--checkpoint-dir", ck, "--resume")), comm)
+        run(parse_train_config(flags(second, "--epochs", "2", "--embed-dim", "4", "--checkpoint-dir", ck, "--resume")),
+            comm)
     with pytest.raises(InputError) as exc:  # a new run of the second dataset into the first one's directory
-        run(parse_args(flags(second, "--epochs", "1", "--checkpoint-dir", ck)), comm)
+        run(parse_train_config(flags(second, "--epochs", "1", "--checkpoint-dir", ck)), comm)
     assert (f"{ck}: holds the checkpoints of another dataset (clustered at {first}, 300 nodes), not of --data "
             f"{second}; give this run its own --checkpoint-dir") in str(exc.value)  # rank 0's; the others name it
     comm.barrier()
     assert sorted(os.listdir(ck)) == ["best", "epoch-0001.pt", "epoch-0001.rank-00000.emb.npz",
                                       "epoch-0001.rank-00000.opt.npz", "epoch-0001.rank-00001.emb.npz",
                                       "epoch-0001.rank-00001.opt.npz", "latest"]  # nothing moved
-    figures = evaluate_checkpoint(build_evaluate_parser().parse_args(["--data", first, "--checkpoint", ck]), comm)
+    figures = evaluate_checkpoint(parse_evaluate_config(["--data", first, "--checkpoint", ck]), comm)
     assert 0 <= figures["test_acc"] <= 1  # its own dataset is scored
 
 

@@ -16,9 +16,10 @@ from hpcgnn.testing.datasets import make_dataset
 
 
 def small_args(path, *extra):
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
 
-    return parse_args(["--data", path, "--hidden", "8", "--fanouts", "3,3", "--batch-size", "50", "--no-progress",
+    return parse_train_config(["--data", path, "--hidden", "8", "--fanouts", "3,3", "--batch-size", "50",
+                       "--no-progress",
                        "--prefetch", "0", "--eval-every", "0", *extra])
 
 
@@ -136,7 +137,7 @@ def test_latest_must_name_a_checkpoint_file_of_its_own_directory(tmp_path):
 
 @pytest.mark.mpi(sizes=(2,))
 def test_a_checkpoint_of_another_model_or_dataset_is_refused_before_any_work(nranks, comm, shared_tmp, monkeypatch):
-    from hpcgnn.training.config import build_evaluate_parser
+    from hpcgnn.training.config import parse_evaluate_config
     from hpcgnn.training.evaluate import evaluate_checkpoint
     from hpcgnn.training.loop import run
 
@@ -157,7 +158,7 @@ def test_a_checkpoint_of_another_model_or_dataset_is_refused_before_any_work(nra
             (wider, [], ["feat_dim 8 in the checkpoint, 5 here"]),
             (bigger, [], ["num_nodes 300 in the checkpoint, 320 here"])):
         args = small_args(data, "--epochs", "3", "--checkpoint-dir", ck, "--checkpoint-every", "1", "--resume",
-                          "--metrics", metrics, *extra)
+                          "--metrics-file", metrics, *extra)
         with pytest.raises(InputError) as exc:  # on every rank: each reads the same file
             run(args, comm)
         message = str(exc.value)
@@ -172,7 +173,7 @@ def test_a_checkpoint_of_another_model_or_dataset_is_refused_before_any_work(nra
     out = os.path.join(shared_tmp, "emb")
     for data, needle in ((more_classes, "num_classes 4 in the checkpoint, 5 here"),
                          (wider, "feat_dim 8 in the checkpoint, 5 here")):
-        args = build_evaluate_parser().parse_args(["--data", data, "--checkpoint", ck, "--save-embeddings", out])
+        args = parse_evaluate_config(["--data", data, "--checkpoint", ck, "--save-embeddings", out])
         with pytest.raises(InputError, match=needle):
             evaluate_checkpoint(args, comm)
         assert not os.path.exists(out)
@@ -207,9 +208,9 @@ def test_a_resumed_run_trains_only_the_epochs_after_the_checkpoint(nranks, comm,
     path, _ = make_dataset(comm, shared_tmp, nranks, num_nodes=300)
     full_log, cut_log = os.path.join(shared_tmp, "full.jsonl"), os.path.join(shared_tmp, "cut.jsonl")
     ck = os.path.join(shared_tmp, "ck")
-    full_model, _ = loop.run(small_args(path, "--epochs", "4", "--metrics", full_log), comm)
+    full_model, _ = loop.run(small_args(path, "--epochs", "4", "--metrics-file", full_log), comm)
     loop.run(small_args(path, "--epochs", "2", "--checkpoint-dir", ck, "--checkpoint-every", "1",
-                        "--metrics", cut_log), comm)
+                        "--metrics-file", cut_log), comm)
 
     ran = []
     original = loop.train_epoch
@@ -220,7 +221,7 @@ def test_a_resumed_run_trains_only_the_epochs_after_the_checkpoint(nranks, comm,
 
     monkeypatch.setattr(loop, "train_epoch", recording)
     model, history = loop.run(small_args(path, "--epochs", "4", "--checkpoint-dir", ck, "--checkpoint-every", "1",
-                                         "--metrics", cut_log, "--resume"), comm)
+                                         "--metrics-file", cut_log, "--resume"), comm)
     assert ran == [(2, 2), (3, 3)]  # 0-based: epochs 3 and 4, and the loader's order for them
     assert [r["epoch"] for r in history] == [1, 2, 3, 4]
     assert np.array_equal(flat_params(model), flat_params(full_model))

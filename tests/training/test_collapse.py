@@ -12,7 +12,7 @@ from tests.conftest import mpiexec_path
 
 def test_two_collapsed_evaluations_in_a_row_end_the_run():
     from hpcgnn.runtime.errors import InputError
-    from hpcgnn.training.collapse import CollapseCheck
+    from hpcgnn.tasks.collapse import CollapseCheck
 
     check = CollapseCheck(0.003)
     check.update({"constant_share": 1.0}, 1)
@@ -26,7 +26,7 @@ def test_two_collapsed_evaluations_in_a_row_end_the_run():
 
 def test_a_collapsed_last_evaluation_ends_the_run_alone():
     from hpcgnn.runtime.errors import InputError
-    from hpcgnn.training.collapse import CollapseCheck
+    from hpcgnn.tasks.collapse import CollapseCheck
 
     CollapseCheck(0.003).update({"constant_share": float("nan")}, 1, last=True)  # no output at all: not a collapse
     with pytest.raises(InputError, match="at 1 evaluation in a row"):
@@ -35,7 +35,7 @@ def test_a_collapsed_last_evaluation_ends_the_run_alone():
 
 @pytest.mark.mpi(sizes=(1, 2))
 def test_the_share_of_equal_rows_is_counted_over_every_rank(nranks, comm):
-    from hpcgnn.training.collapse import constant_share
+    from hpcgnn.tasks.collapse import constant_share
 
     rng = np.random.default_rng(comm.rank)
     dead = np.tile([0.25, -1.5, 3.0], (200, 1))
@@ -71,7 +71,7 @@ def test_a_collapsed_model_stops_with_one_line(tmp_path, task):
     constant_feature_dataset(tmp_path / "d", link=task == "link")
     proc = subprocess.run([mpiexec_path(), "-n", "2", sys.executable, "-m", "hpcgnn.train", "--data",
                            str(tmp_path / "d"), "--task", task, "--epochs", "4", "--eval-every", "1", "--hidden", "8",
-                           "--fanouts", "3,3", "--batch-size", "64", "--no-progress", "--metrics",
+                           "--fanouts", "3,3", "--batch-size", "64", "--no-progress", "--metrics-file",
                            str(tmp_path / "m.jsonl")],
                           capture_output=True, text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert proc.returncode == 2, proc.stdout + proc.stderr

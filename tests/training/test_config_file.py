@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from hpcgnn.runtime.errors import InputError
-from hpcgnn.training.config import parse_args
+from hpcgnn.training.config import parse_train_config
 
 FLAGS = ["--model", "gat", "--fanouts", "5,7", "--batch-size", "64", "--hidden", "32", "--lr", "0.01",
          "--no-progress", "--norm", "layer"]
@@ -18,9 +18,7 @@ YAML = ("# same run as FLAGS\nmodel: gat\nfanouts: [5, 7]\nbatch-size: 64\nhidde
 
 
 def parsed(argv):
-    args = vars(parse_args(argv))
-    args.pop("config")
-    return args
+    return parse_train_config(argv).flat()
 
 
 @pytest.mark.parametrize("name, text", [("run.toml", TOML), ("run.yaml", YAML), ("run.yml", YAML)])
@@ -64,7 +62,7 @@ def test_empty_yaml_config_sets_nothing(tmp_path):
 def test_bad_config_is_one_line_naming_file_and_key(tmp_path, name, text, pattern):
     (tmp_path / name).write_text(text)
     with pytest.raises(InputError, match=pattern) as caught:
-        parse_args(["--config", str(tmp_path / name), "--data", str(tmp_path)])
+        parse_train_config(["--config", str(tmp_path / name), "--data", str(tmp_path)])
     assert "\n" not in str(caught.value) and str(tmp_path / name) in str(caught.value)
 
 
@@ -85,10 +83,10 @@ def test_a_fifo_as_config_is_refused_without_waiting_for_a_writer(tmp_path):
 def test_a_directory_or_an_oversized_file_as_config_is_refused(tmp_path):
     (tmp_path / "dir.toml").mkdir()
     with pytest.raises(InputError, match=r"dir\.toml: field '--config': not a regular file \(a directory\)"):
-        parse_args(["--config", str(tmp_path / "dir.toml"), "--data", str(tmp_path)])
+        parse_train_config(["--config", str(tmp_path / "dir.toml"), "--data", str(tmp_path)])
     (tmp_path / "big.toml").write_text("# padding\n" * 200_000)
     with pytest.raises(InputError, match=r"big\.toml: field '--config': larger than 1048576 bytes"):
-        parse_args(["--config", str(tmp_path / "big.toml"), "--data", str(tmp_path)])
+        parse_train_config(["--config", str(tmp_path / "big.toml"), "--data", str(tmp_path)])
 
 
 BILLION_LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
@@ -103,3 +101,15 @@ def test_nested_yaml_aliases_are_refused_at_once(tmp_path):
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and "laughs.yaml: field '--config': YAML anchors and aliases" in lines[0], proc.stderr
+
+
+def test_the_old_metrics_spelling_still_works_with_a_note(tmp_path, capsys):
+    """``--metrics`` (and the config key ``metrics``) is the deprecated spelling of ``--metrics-file``."""
+    data = ["--data", str(tmp_path)]
+    assert parse_train_config([*data, "--metrics", "m.jsonl"]).output.metrics_file == "m.jsonl"
+    assert "--metrics is deprecated and will be removed; use --metrics-file" in capsys.readouterr().err
+    (tmp_path / "old.toml").write_text('metrics = "k.jsonl"\n')
+    assert parse_train_config(["--config", str(tmp_path / "old.toml"), *data]).output.metrics_file == "k.jsonl"
+    assert "config key 'metrics' is deprecated" in capsys.readouterr().err
+    assert parse_train_config([*data, "--metrics-file", "n.jsonl"]).output.metrics_file == "n.jsonl"
+    assert capsys.readouterr().err == ""

@@ -55,7 +55,7 @@ def test_selected_reports_every_test_figure_of_the_best_epoch():
 @pytest.mark.mpi(sizes=(2,))
 def test_training_stops_together_and_reports_the_selected_epoch(nranks, comm, shared_tmp):
     from hpcgnn.testing.datasets import make_dataset
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
     from hpcgnn.training.loop import run
     from hpcgnn.training.reporting import FINAL_FIELDS, explain
 
@@ -64,8 +64,8 @@ def test_training_stops_together_and_reports_the_selected_epoch(nranks, comm, sh
     ckpt = os.path.join(shared_tmp, "ckpt")
     flags = ["--data", path, "--hidden", "16", "--fanouts", "3,3", "--batch-size", "50", "--no-progress",
              "--prefetch", "0", "--eval-every", "1", "--lr", "0.05", "--epochs", "60", "--early-stop", "3",
-             "--select", "loss", "--metrics", metrics, "--checkpoint-dir", ckpt]
-    _, history = run(parse_args(flags), comm)
+             "--select", "loss", "--metrics-file", metrics, "--checkpoint-dir", ckpt]
+    _, history = run(parse_train_config(flags), comm)
     losses = [r["val_loss"] for r in history]
     best = losses.index(min(losses))
     assert len(history) == best + 1 + 3 < 60, losses  # stopped 3 epochs after the best, well before 60
@@ -80,5 +80,5 @@ def test_training_stops_together_and_reports_the_selected_epoch(nranks, comm, sh
         with open(os.path.join(ckpt, "latest")) as fh:
             assert fh.read().strip() == f"epoch-{len(history):04d}.pt"  # the stopped epoch is checkpointed
     comm.barrier()
-    _, again = run(parse_args(flags + ["--resume"]), comm)  # a requeued job: nothing more to train
+    _, again = run(parse_train_config(flags + ["--resume"]), comm)  # a requeued job: nothing more to train
     assert len(again) == len(history)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from hpcgnn.runtime.errors import InputError
-from hpcgnn.training.config import parse_args, parse_compression
+from hpcgnn.training.config import parse_compression, parse_train_config
 from hpcgnn.training.gradsync import FlatGradients, GradientSync, allreduce_bytes, build_sync
 
 
@@ -150,7 +150,7 @@ def test_bad_compression_is_one_line_error(text):
                                           (["--overlap", "--bucket-mb", "0"], "--bucket-mb")])
 def test_flags_that_do_not_combine_are_refused(flags, field):
     with pytest.raises(InputError, match=field):
-        parse_args(["--data", "x", *flags])
+        parse_train_config(["--data", "x", *flags])
 
 
 @pytest.mark.mpi(sizes=(2,))
@@ -161,7 +161,7 @@ def test_compressed_training_resumes_bit_exact(nranks, comm, shared_tmp):
     path, _ = make_dataset(comm, shared_tmp, nranks, name="compress_resume", num_nodes=300, avg_degree=6)
 
     def flags(epochs, directory, *extra):
-        return parse_args(["--data", path, "--fanouts", "4,4", "--batch-size", "30", "--hidden", "16",
+        return parse_train_config(["--data", path, "--fanouts", "4,4", "--batch-size", "30", "--hidden", "16",
                            "--grad-compress", "topk:0.1", "--epochs", str(epochs), "--no-progress", "--prefetch", "0",
                            "--eval-every", "2", "--checkpoint-every", "1", "--checkpoint-dir", directory, *extra])
 

@@ -12,9 +12,10 @@ from tests.conftest import mpiexec_path
 
 
 def args_for(path, *extra):
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
 
-    return parse_args(["--data", path, "--hidden", "16", "--fanouts", "3,4", "--batch-size", "40", "--no-progress",
+    return parse_train_config(["--data", path, "--hidden", "16", "--fanouts", "3,4", "--batch-size", "40",
+                       "--no-progress",
                        "--prefetch", "0", "--dropout", "0", "--eval-every", "0", *extra])
 
 

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from hpcgnn.training.link_metrics import LINK_METRICS, link_metrics
+from hpcgnn.tasks.link_metrics import LINK_METRICS, link_metrics
 
 
 def reference_auc(pos, neg):

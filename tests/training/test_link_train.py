@@ -19,9 +19,10 @@ def flat_params(model):
 
 
 def link_args(path, *extra):
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
 
-    return parse_args(["--data", path, "--task", "link", "--hidden", "16", "--fanouts", "4,4", "--batch-size", "64",
+    return parse_train_config(["--data", path, "--task", "link", "--hidden", "16", "--fanouts", "4,4",
+                       "--batch-size", "64",
                        "--no-progress", "--prefetch", "1", "--lr", "0.01", *extra])
 
 
@@ -58,7 +59,7 @@ def test_link_training_learns_planted_communities(nranks, comm, shared_tmp):
     path, _ = make_link_dataset(comm, shared_tmp, nranks, num_nodes=600, avg_degree=10)
     metrics = os.path.join(shared_tmp, f"m{nranks}.jsonl")
     plots = os.path.join(shared_tmp, f"plots{nranks}")
-    model, history = run(link_args(path, "--epochs", "6", "--eval-every", "3", "--metrics", metrics,
+    model, history = run(link_args(path, "--epochs", "6", "--eval-every", "3", "--metrics-file", metrics,
                                    "--plot", plots), comm)
     assert history[-1]["loss"] < history[0]["loss"]
     # 4 planted communities, 10% of edges across: about 0.83 is the most any model gets (chance 0.5)
@@ -150,7 +151,7 @@ def test_link_resume_is_bit_exact(nranks, comm, shared_tmp, flags):
 
 @pytest.mark.mpi(sizes=(2,))
 def test_evaluate_reports_a_link_checkpoints_training_figures(nranks, comm, shared_tmp):
-    from hpcgnn.training.config import build_evaluate_parser
+    from hpcgnn.training.config import parse_evaluate_config
     from hpcgnn.training.evaluate import evaluate_checkpoint
     from hpcgnn.training.loop import run
 
@@ -158,7 +159,7 @@ def test_evaluate_reports_a_link_checkpoints_training_figures(nranks, comm, shar
     ck = os.path.join(shared_tmp, "ck_eval")
     _, history = run(link_args(path, "--epochs", "2", "--checkpoint-dir", ck, "--eval-every", "1"), comm)
     out = os.path.join(shared_tmp, "emb")
-    figures = evaluate_checkpoint(build_evaluate_parser().parse_args(
+    figures = evaluate_checkpoint(parse_evaluate_config(
         ["--data", path, "--checkpoint", ck, "--latest", "--save-embeddings", out]), comm)
     for split in ("val", "test"):
         for key in LINK_KEYS + ("loss",):
@@ -172,7 +173,7 @@ def test_evaluate_reports_a_link_checkpoints_training_figures(nranks, comm, shar
 
 def test_score_edges_reads_each_negatives_own_source():
     from hpcgnn.nn.link import DotPredictor, LinkModel
-    from hpcgnn.training.link_task import score_edges
+    from hpcgnn.tasks.link import score_edges
 
     class Rows:  # the DistTensor interface score_edges reads: gather by global id
         def __init__(self, array):

@@ -259,7 +259,7 @@ def test_a_training_run_is_refused_on_a_locked_directory_unless_forced(tmp_path)
     from hpcgnn.prep.partition import partition_graph
     from hpcgnn.runtime.comm import world
     from hpcgnn.testing.graphs import clustered_graph
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
     from hpcgnn.training.loop import run
 
     partition_graph(clustered_graph(num_nodes=300), tmp_path / "d", 1, "metis")
@@ -268,9 +268,9 @@ def test_a_training_run_is_refused_on_a_locked_directory_unless_forced(tmp_path)
     argv = ["--data", str(tmp_path / "d"), "--checkpoint-dir", ck, "--checkpoint-every", "1", "--epochs", "1",
             "--hidden", "8", "--fanouts", "3,3", "--batch-size", "50", "--eval-every", "0", "--no-progress"]
     with pytest.raises(InputError, match="host elsewhere.example pid 4242"):
-        run(parse_args(argv), world())
+        run(parse_train_config(argv), world())
     assert sorted(os.listdir(ck)) == [LOCK_NAME]  # refused before writing anything
-    run(parse_args([*argv, "--force"]), world())
+    run(parse_train_config([*argv, "--force"]), world())
     assert sorted(os.listdir(ck)) == ["best", "epoch-0001.pt", "latest"]  # and the lock it took is released
     assert not os.path.exists(path)
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from hpcgnn.runtime.errors import InputError
-from hpcgnn.training.metrics import (
+from hpcgnn.tasks.metrics import (
     TrainingLoss,
     choose_metric,
     class_weights,
@@ -181,18 +181,18 @@ def test_a_binary_run_reports_roc_auc_and_balanced_weights_predict_the_minority_
     from hpcgnn import DistGraph
     from hpcgnn.prep.partition import partition_graph
     from hpcgnn.runtime.comm import world
-    from hpcgnn.training.config import parse_args
-    from hpcgnn.training.inference import layerwise_inference
+    from hpcgnn.tasks.inference import layerwise_inference
+    from hpcgnn.training.config import parse_train_config
     from hpcgnn.training.loop import run
 
     partition_graph(imbalanced_binary_graph(), tmp_path / "d", 1, "metis")
     predicted_positive = {}
     for weighting in ("none", "balanced"):
         metrics = tmp_path / f"{weighting}.jsonl"
-        model, history = run(parse_args(["--data", str(tmp_path / "d"), "--hidden", "16", "--fanouts", "5,5",
+        model, history = run(parse_train_config(["--data", str(tmp_path / "d"), "--hidden", "16", "--fanouts", "5,5",
                                          "--batch-size", "50", "--epochs", "4", "--lr", "0.01", "--no-progress",
                                          "--prefetch", "0", "--eval-every", "2", "--class-weight", weighting,
-                                         "--metrics", str(metrics), "--feature-scale", "none"]), world())
+                                         "--metrics-file", str(metrics), "--feature-scale", "none"]), world())
         with DistGraph(str(tmp_path / "d"), world()) as graph:
             logits = layerwise_inference(model, graph).numpy()
             test = graph.ndata["test_mask"].local.astype(bool)

@@ -54,9 +54,9 @@ def test_a_random_split_draws_whole_labelled_rows():
 def test_multilabel_training_beats_trivial_predictors_and_evaluates_from_its_checkpoint(nranks, comm, shared_tmp):
     from hpcgnn import DistGraph
     from hpcgnn.prep.partition import partition_graph
-    from hpcgnn.training.config import build_evaluate_parser, parse_args
+    from hpcgnn.tasks.inference import layerwise_inference
+    from hpcgnn.training.config import parse_evaluate_config, parse_train_config
     from hpcgnn.training.evaluate import evaluate_checkpoint
-    from hpcgnn.training.inference import layerwise_inference
     from hpcgnn.training.loop import run
 
     graph = multilabel_graph()
@@ -64,7 +64,8 @@ def test_multilabel_training_beats_trivial_predictors_and_evaluates_from_its_che
     if comm.rank == 0:
         partition_graph(graph, path, nranks, "metis")
     comm.barrier()
-    args = parse_args(["--data", path, "--hidden", "16", "--fanouts", "5,5", "--batch-size", "40", "--epochs", "6",
+    args = parse_train_config(["--data", path, "--hidden", "16", "--fanouts", "5,5", "--batch-size", "40",
+                       "--epochs", "6",
                        "--lr", "0.02", "--dropout", "0", "--no-progress", "--prefetch", "0", "--eval-every", "3",
                        "--checkpoint-dir", checkpoints, "--metric", "f1-macro", "--feature-scale", "none"])
     model, history = run(args, comm)
@@ -88,11 +89,11 @@ def test_multilabel_training_beats_trivial_predictors_and_evaluates_from_its_che
     assert micro > trivial + 0.2, (micro, trivial)
 
     evaluate_args = ["--data", path, "--checkpoint", checkpoints, "--latest"]  # the last model, as above
-    reported = evaluate_checkpoint(build_evaluate_parser().parse_args(evaluate_args), comm)
+    reported = evaluate_checkpoint(parse_evaluate_config(evaluate_args), comm)
     assert reported["test_f1_macro"] == pytest.approx(macro, abs=1e-12)  # the metric the checkpoint recorded
-    reported = evaluate_checkpoint(build_evaluate_parser().parse_args(evaluate_args + ["--metric", "f1-micro"]), comm)
+    reported = evaluate_checkpoint(parse_evaluate_config(evaluate_args + ["--metric", "f1-micro"]), comm)
     assert reported["test_f1_micro"] == pytest.approx(micro, abs=1e-12) and "test_f1_macro" not in reported
-    reported = evaluate_checkpoint(build_evaluate_parser().parse_args(evaluate_args + ["--metric", "roc-auc"]), comm)
+    reported = evaluate_checkpoint(parse_evaluate_config(evaluate_args + ["--metric", "roc-auc"]), comm)
     assert 0.9 < reported["test_roc_auc"] <= 1.0
     with pytest.raises(InputError, match="--metric.*multi-label.*value acc"):
-        evaluate_checkpoint(build_evaluate_parser().parse_args(evaluate_args + ["--metric", "acc"]), comm)
+        evaluate_checkpoint(parse_evaluate_config(evaluate_args + ["--metric", "acc"]), comm)

@@ -17,9 +17,9 @@ def reference_outputs(checkpoint, data):
     """Every layer's output of ``checkpoint``'s model on dataset ``data``, by input id."""
     from hpcgnn.graph import DistGraph
     from hpcgnn.runtime.comm import world
+    from hpcgnn.tasks.inference import layerwise_inference
     from hpcgnn.training.checkpoint import load_checkpoint
     from hpcgnn.training.evaluate import model_from_checkpoint
-    from hpcgnn.training.inference import layerwise_inference
 
     graph = DistGraph(data, world())
     layers = {}
@@ -34,14 +34,15 @@ def test_saved_rows_belong_to_the_input_files_nodes(tmp_path, capsys):
     from hpcgnn.evaluate import main as evaluate_main
     from hpcgnn.runtime.comm import world
     from hpcgnn.runtime.errors import InputError
-    from hpcgnn.training.config import build_evaluate_parser, parse_args
+    from hpcgnn.training.config import parse_evaluate_config, parse_train_config
     from hpcgnn.training.evaluate import evaluate_checkpoint
     from hpcgnn.training.loop import run
 
     graph, kept = two_components()
     partition_graph(largest_component(graph), tmp_path / "kept", 1, "metis")
     partition_graph(graph, tmp_path / "whole", 1, "metis")  # input ids = dataset ids, both components
-    run(parse_args(["--data", str(tmp_path / "kept"), "--hidden", "6", "--fanouts", "3,3", "--batch-size", "100",
+    run(parse_train_config(["--data", str(tmp_path / "kept"), "--hidden", "6", "--fanouts", "3,3", "--batch-size",
+                    "100",
                     "--epochs", "1", "--no-progress", "--prefetch", "0", "--eval-every", "0",
                     "--checkpoint-dir", str(tmp_path / "ck"), "--feature-scale", "none"]), world())
     checkpoint = str(tmp_path / "ck" / "epoch-0001.pt")
@@ -70,10 +71,9 @@ def test_saved_rows_belong_to_the_input_files_nodes(tmp_path, capsys):
     assert lines[0] == f"evaluate: scoring {checkpoint}, epoch 1 (the file given)"
     assert lines[1].startswith("evaluate: load ") and lines[-1].startswith("evaluate: save embeddings")
 
-    parser = build_evaluate_parser()
     for flags, field in ((["--save-embeddings", str(tmp_path / "e"), "--embedding-layer", "3"], "--embedding-layer"),
                          (["--save-predictions"], "--save-predictions")):
-        args = parser.parse_args(["--data", str(tmp_path / "kept"), "--checkpoint", checkpoint, *flags])
+        args = parse_evaluate_config(["--data", str(tmp_path / "kept"), "--checkpoint", checkpoint, *flags])
         with pytest.raises(InputError, match=f"field '{field}'"):
             evaluate_checkpoint(args, world())
 

@@ -14,20 +14,23 @@ def test_the_metrics_log_records_settings_explains_fields_and_times_apart(tmp_pa
     from hpcgnn.prep.partition import partition_graph
     from hpcgnn.runtime.comm import world
     from hpcgnn.testing.graphs import clustered_graph
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
     from hpcgnn.training.loop import run
-    from hpcgnn.training.reporting import DATASET_KEYS, EPOCH_FIELDS, FINAL_FIELDS, explain
+    from hpcgnn.training.reporting import EPOCH_FIELDS, FINAL_FIELDS, explain
 
     graph = clustered_graph(num_nodes=300)
     partition_graph(graph, tmp_path / "d", 1, "metis")
-    args = parse_args(["--data", str(tmp_path / "d"), "--hidden", "8", "--fanouts", "3,3", "--batch-size", "50",
+    args = parse_train_config(["--data", str(tmp_path / "d"), "--hidden", "8", "--fanouts", "3,3", "--batch-size", "50",
                        "--no-progress", "--prefetch", "0", "--epochs", "4", "--eval-every", "2",
                        "--metrics", str(tmp_path / "m.jsonl")])
     run(args, world())
     header, *epochs, final = [json.loads(line) for line in open(tmp_path / "m.jsonl")]
 
     assert header["header"] and header["format"] == "hpcgnn-metrics" and header["first_epoch"] == 1
-    assert set(vars(args)) - set(DATASET_KEYS) <= set(header["settings"])
+    assert set(args.flat()) <= set(header["settings"])
+    assert header["config"] == json.loads(json.dumps(args.as_dict())) | {
+        "evaluation": header["config"]["evaluation"]}  # the metric the dataset decided
+    assert header["config"]["evaluation"]["metric"] == "acc"
     assert header["settings"]["eval_every"] == 2 and header["settings"]["fanouts"] == [3, 3]
     dataset = header["dataset"]
     assert (dataset["num_nodes"], dataset["num_edges"], dataset["feat_dim"], dataset["num_classes"]) == \
@@ -102,12 +105,13 @@ def test_the_evaluation_schedule():
 
 
 def test_eval_every_defaults_to_auto_and_config_files_take_either(tmp_path):
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
 
-    assert parse_args(["--data", str(tmp_path)]).eval_every == "auto"
+    assert parse_train_config(["--data", str(tmp_path)]).evaluation.eval_every == "auto"
     for text, want in (('eval-every = "auto"\n', "auto"), ("eval-every = 3\n", 3)):
         (tmp_path / "run.toml").write_text(text)
-        assert parse_args(["--config", str(tmp_path / "run.toml"), "--data", str(tmp_path)]).eval_every == want
+        assert parse_train_config(["--config", str(tmp_path / "run.toml"), "--data",
+                str(tmp_path)]).evaluation.eval_every == want
 
 
 class Terminal(io.StringIO):

@@ -46,14 +46,15 @@ def test_the_same_command_starts_fresh_then_resumes(tmp_path, capsys, monkeypatc
     ck = str(tmp_path / "ck")
     metrics = str(tmp_path / "m.jsonl")
 
-    lines, _, history = train(capsys, data, "--epochs", "2", "--checkpoint-dir", ck, "--resume", "--metrics", metrics)
+    lines, _, history = train(capsys, data, "--epochs", "2", "--checkpoint-dir", ck, "--resume", "--metrics-file",
+            metrics)
     assert f"nothing to resume in {ck}: starting at epoch 1" in lines
     assert [r["epoch"] for r in history] == [1, 2]
     # no --checkpoint-every: one checkpoint, after the last epoch (evaluated: also the selected model)
     assert sorted(os.listdir(ck)) == ["best", "epoch-0002.pt", "latest"]
 
     lines, model, history = train(capsys, data, "--epochs", "3", "--checkpoint-dir", ck, "--resume",
-                                  "--metrics", metrics)
+                                  "--metrics-file", metrics)
     assert f"resumed from epoch 2 ({ck})" in lines
     assert sum(line.startswith("epoch ") for line in lines) == 1  # epoch 3 only
     assert [r["epoch"] for r in history] == [1, 2, 3]

@@ -16,9 +16,10 @@ def flat_params(model):
 
 
 def train_args(path, *extra):
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
 
-    return parse_args(["--data", path, "--hidden", "16", "--fanouts", "3,4", "--batch-size", "50", "--no-progress",
+    return parse_train_config(["--data", path, "--hidden", "16", "--fanouts", "3,4", "--batch-size", "50",
+                       "--no-progress",
                        "--prefetch", "1", *extra])
 
 
@@ -56,12 +57,12 @@ def test_full_neighbourhood_one_batch_equals_single_process(nranks, comm, shared
     comm.barrier()
     common = ["--fanouts", "all,all", "--batch-size", "1000", "--dropout", "0", "--epochs", "3", "--lr", "0.01",
               "--eval-every", "0", "--hidden", "8", "--no-progress", "--prefetch", "0"]
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
 
-    model, history = run(parse_args(["--data", multi, *common]), comm)
+    model, history = run(parse_train_config(["--data", multi, *common]), comm)
     reference = None
     if comm.rank == 0:
-        ref_model, ref_history = run(parse_args(["--data", single, *common]), comm.Split(0, 0))
+        ref_model, ref_history = run(parse_train_config(["--data", single, *common]), comm.Split(0, 0))
         reference = (flat_params(ref_model), [h["loss"] for h in ref_history])
     else:
         comm.Split(1, 0)
@@ -115,8 +116,8 @@ def test_a_learned_node_embedding_alone_fits_the_training_labels(nranks, comm, s
 def test_inference_equals_single_process_full_graph_forward(nranks, comm, shared_tmp):
     from hpcgnn import DistGraph
     from hpcgnn.nn import GAT, GCN, SAGE
+    from hpcgnn.tasks.inference import layerwise_inference, split_accuracy
     from hpcgnn.testing.datasets import oracle
-    from hpcgnn.training.inference import layerwise_inference, split_accuracy
 
     path, _ = make_dataset(comm, shared_tmp, nranks, num_nodes=300)
     _, indptr, indices = oracle(path)
@@ -196,16 +197,17 @@ def test_bad_flags_are_one_line_errors(tmp_path, capsys):
 
 
 def test_config_file_mirrors_flags(tmp_path):
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
 
     (tmp_path / "run.toml").write_text('model = "gat"\nfanouts = [5, 7]\nbatch-size = 64\nhidden = 32\n')
-    args = parse_args(["--config", str(tmp_path / "run.toml"), "--data", str(tmp_path), "--hidden", "48"])
-    assert (args.model, args.fanouts, args.batch_size, args.hidden) == ("gat", [5, 7], 64, 48)
+    args = parse_train_config(["--config", str(tmp_path / "run.toml"), "--data", str(tmp_path), "--hidden", "48"])
+    assert (args.model.model, args.sampler.options.fanouts, args.optimizer.batch_size, args.model.hidden) == \
+        ("gat", (5, 7), 64, 48)
     (tmp_path / "bad.toml").write_text("colour = 3\n")
     from hpcgnn.runtime.errors import InputError
 
     with pytest.raises(InputError, match="colour"):
-        parse_args(["--config", str(tmp_path / "bad.toml"), "--data", str(tmp_path)])
+        parse_train_config(["--config", str(tmp_path / "bad.toml"), "--data", str(tmp_path)])
 
 
 def test_metrics_and_plots_are_written(tmp_path):
@@ -215,7 +217,7 @@ def test_metrics_and_plots_are_written(tmp_path):
     from hpcgnn.training.loop import run
 
     partition_graph(clustered_graph(num_nodes=300), tmp_path / "d", 1, "metis")
-    run(train_args(str(tmp_path / "d"), "--epochs", "2", "--metrics", str(tmp_path / "m.jsonl"),
+    run(train_args(str(tmp_path / "d"), "--epochs", "2", "--metrics-file", str(tmp_path / "m.jsonl"),
                    "--plot", str(tmp_path / "plots")), world())
     records = [json.loads(line) for line in open(tmp_path / "m.jsonl")]
     assert records[0]["header"] and [r.get("epoch") for r in records[1:3]] == [1, 2] and records[-1]["final"]
@@ -273,7 +275,7 @@ def test_losses_across_emulated_machines_equal_one_host(tmp_path, ranks):
     for where, launch, extra in (("host", [mpiexec_path(), "-n", str(ranks)], []),
                                  ("machines", ["bash", NETNS_TOOL, "2", "-n", str(ranks)], ["--cache-mb", "0.02"])):
         metrics = tmp_path / f"{where}.jsonl"
-        subprocess.run([*launch, *program, "--metrics", str(metrics), *extra], check=True, env=env, timeout=300,
+        subprocess.run([*launch, *program, "--metrics-file", str(metrics), *extra], check=True, env=env, timeout=300,
                        capture_output=True)
         runs[where] = [json.loads(line) for line in open(metrics)]
     host, net = runs["host"], runs["machines"]

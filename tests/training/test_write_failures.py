@@ -50,7 +50,7 @@ def test_metrics_onto_a_full_device_names_the_file(tmp_path):
     partition_graph(clustered_graph(num_nodes=100), tmp_path / "d", 1, "metis")
     env = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_ID"}
     proc = subprocess.run([sys.executable, "-m", "hpcgnn.train", "--data", str(tmp_path / "d"), "--epochs", "1",
-                           "--hidden", "4", "--fanouts", "2,2", "--no-progress", "--metrics", "/dev/full"],
+                           "--hidden", "4", "--fanouts", "2,2", "--no-progress", "--metrics-file", "/dev/full"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120, env=dict(env, OMP_NUM_THREADS="1"))
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr == "hpcgnn train: error: /dev/full: cannot write (No space left on device)\n"
@@ -64,12 +64,12 @@ def test_a_checkpoint_whose_shard_fails_on_one_rank_fails_on_every_rank_and_leav
     from hpcgnn.runtime.errors import InputError
     from hpcgnn.testing.datasets import make_dataset
     from hpcgnn.training.checkpoint import save_session
-    from hpcgnn.training.config import parse_args
+    from hpcgnn.training.config import parse_train_config
     from hpcgnn.training.session import open_session
 
     path, _ = make_dataset(comm, shared_tmp, nranks, name="shards", num_nodes=200)
     ck = os.path.join(shared_tmp, "ck")
-    session = open_session(parse_args(["--data", path, "--hidden", "4", "--fanouts", "2,2", "--embed-dim", "64",
+    session = open_session(parse_train_config(["--data", path, "--hidden", "4", "--fanouts", "2,2", "--embed-dim", "64",
                                        "--no-progress", "--prefetch", "0"]), comm)
     try:
         save_session(session, ck, 1, [], best=True)

@@ -42,10 +42,10 @@ from hpcgnn.runtime.errors import InputError
 
 TASKS = ("multiclass", "binary", "multilabel")
 METRICS = ("acc", "f1-macro", "f1-micro", "roc-auc")
-#: what ``--task link`` reports on its edge sets (:mod:`hpcgnn.training.link_metrics`); all of
+#: what ``--task link`` reports on its edge sets (:mod:`hpcgnn.tasks.link_metrics`); all of
 #: them every evaluation, ``--metric`` choosing the one model selection uses
 LINK_METRICS = ("auc", "ap", "mrr", "hits@10", "hits@50", "hits@100")
-DEFAULT_METRIC = {"multiclass": "acc", "binary": "roc-auc", "multilabel": "f1-micro", "link": "auc"}
+DEFAULT_METRIC = {"multiclass": "acc", "binary": "roc-auc", "multilabel": "f1-micro"}
 CLASS_WEIGHTS = ("none", "balanced")
 #: (node, class) scores a rank sends in one ROC-AUC exchange: bounds its memory on wide outputs
 AUC_CHUNK_SCORES = 1 << 22
@@ -79,11 +79,6 @@ def choose_metric(metric, task, where=None) -> str:
     """
     if metric is None:
         return DEFAULT_METRIC[task]
-    if task == "link" or metric in LINK_METRICS:
-        if task != "link" or metric not in LINK_METRICS:
-            raise InputError(where, f"--task link reports {', '.join(LINK_METRICS)}; node tasks "
-                             f"{', '.join(METRICS)}", "--metric", metric)
-        return metric
     if metric not in METRICS:
         raise InputError(where, f"unknown metric (choose from {', '.join(METRICS)})", "--metric", metric)
     if metric == "acc" and task == "multilabel":

@@ -5,7 +5,7 @@ Layer l's output for every node is a DistTensor: each rank computes the rows of 
 it owns, in batches, reading layer l-1's rows of their in-neighbours (local or remote) through
 the windows. Only a barrier separates layers, so ranks with more nodes never block others
 mid-layer. Accuracy, loss and the ``--metric`` of every split are then reduced over ranks
-(:mod:`hpcgnn.training.metrics`): the exact full-graph result, not a sampled estimate.
+(:mod:`hpcgnn.tasks.metrics`): the exact full-graph result, not a sampled estimate.
 """
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from hpcgnn.nn import BlockTensors
 from hpcgnn.runtime.rng import derive_seed
 from hpcgnn.runtime.watchdog import beat, waiting_in
 from hpcgnn.sampling import NeighborSampler
-from hpcgnn.sampling.randomwalk import RandomWalkSampler
+from hpcgnn.sampling.registry import sampler_spec
 from hpcgnn.store import DistTensor, float_rows
-from hpcgnn.training.metrics import split_metrics, task_of
+from hpcgnn.tasks.metrics import split_metrics, task_of
 
 
 def model_inputs(feat, embedding, input_gids):
@@ -43,14 +43,11 @@ def input_rows(graph, embedding=None, feature="feat"):
 
 
 def inference_sampler(config):
-    """Local. The one-layer sampler inference aggregates over, for a model trained with ``config``:
-    None (every in-neighbour) but for ``--sampler randomwalk``, whose model aggregates over
-    random-walk neighbourhoods and is evaluated on the same kind (PinSAGE's inference), drawn
-    from a fixed seed so an evaluation is repeatable."""
-    if config.get("sampler") != "randomwalk":
-        return None
-    return RandomWalkSampler(1, config["walks"], config["walk_length"], config["topk"],
-                             seed=derive_seed(int(config.get("seed", 0)), "inference"))
+    """Local. The one-layer sampler inference aggregates over, for a model trained with the
+    :class:`~hpcgnn.training.config.TrainConfig` ``config``: None (every in-neighbour) unless the
+    run's sampler evaluates on neighbourhoods of its own kind (PinSAGE's random walks)."""
+    spec = sampler_spec(config.sampler.name)
+    return None if spec.inference is None else spec.inference(config.sampler.options, config.seed)
 
 
 @torch.no_grad()
@@ -131,7 +128,7 @@ def split_accuracy(logits, graph, label="label", metric="acc") -> dict:
     over all ranks: ``{split}_acc``, ``{split}_loss`` and, for a metric other than acc,
     ``{split}_{metric}`` with ``_`` for ``-`` (``val_roc_auc``); None for a missing or empty split.
     The task (multi-class, binary, multi-label) follows from the label's shape and the output
-    width; see :mod:`hpcgnn.training.metrics` for each metric's definition."""
+    width; see :mod:`hpcgnn.tasks.metrics` for each metric's definition."""
     labels = graph.ndata[label]
     task = task_of(labels.shape, logits.shape[1])
     scores = logits.numpy()

@@ -8,7 +8,7 @@ may differ between ranks and be 0 on some.
 Metrics (record keys ``{split}_{name}``, e.g. ``val_auc``, ``test_hits@10``):
 
 * ``auc``: ROC-AUC of every positive against every one of the n K negatives; a tie counts one
-  half (the Mann-Whitney statistic). Computed by :func:`hpcgnn.training.metrics.roc_auc`.
+  half (the Mann-Whitney statistic). Computed by :func:`hpcgnn.tasks.metrics.roc_auc`.
 * ``ap``: average precision of the positives against the *first* negative of each positive
   only: one negative per positive, the balanced set of the GAE protocol, so the figure does not
   drift with K. It is the mean over positives i of precision(s_i) = #{positives scoring
@@ -49,7 +49,7 @@ import numpy as np
 
 from hpcgnn.runtime.collectives import exchange_by_owner
 from hpcgnn.runtime.comm import mpi
-from hpcgnn.training.metrics import LINK_METRICS, range_bounds, roc_auc  # noqa: F401 (LINK_METRICS: re-exported)
+from hpcgnn.tasks.metrics import LINK_METRICS, range_bounds, roc_auc  # noqa: F401 (LINK_METRICS: re-exported)
 
 #: the K of every hits@K :func:`link_metrics` reports by default (LINK_METRICS names them)
 DEFAULT_HITS = (10, 50, 100)
