@@ -5,8 +5,8 @@ Per batch of positive edges: negatives from a negative sampler
 any node sampler (the :class:`~hpcgnn.sampling.Sampler` protocol) on a view of the graph
 without the batch's own positive edges and their reverses
 (:class:`~hpcgnn.sampling.exclude.ExcludedEdges`), so the model cannot read the answer, then
-the endpoints' input features gathered. It is a :class:`~.planned.PlannedLoader` as the node
-loader is, with other seeds: the same :class:`~.plan.BatchPlan` (equal steps on every rank),
+the endpoints' input features gathered. It is a :class:`~.base_loader.PlannedLoader` as the node
+loader is, with other seeds: the same :class:`~.batch_plan.BatchPlan` (equal steps on every rank),
 :class:`~.fetch.FieldFetch` and prefetch thread.
 
 Each batch's ``extra`` holds ``pos_src``/``pos_dst``/``neg_src``/``neg_dst``: rows of the
@@ -20,9 +20,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from hpcgnn.loading.base_loader import PlannedLoader
+from hpcgnn.loading.batch_plan import BatchPlan
 from hpcgnn.loading.fetch import FieldFetch
-from hpcgnn.loading.plan import BatchPlan
-from hpcgnn.loading.planned import PlannedLoader
 from hpcgnn.runtime.rng import derive_seed
 from hpcgnn.sampling.exclude import ExcludedEdges
 
@@ -51,7 +51,7 @@ class EdgeDataLoader(PlannedLoader):
         Hide each batch's positive edges and their reverses from its neighbourhoods (default;
         False only to measure what leaking them does).
     max_batches : int
-        At most this many batches per epoch (0: all; :class:`~.plan.BatchPlan`).
+        At most this many batches per epoch (0: all; :class:`~.batch_plan.BatchPlan`).
     """
 
     def __init__(self, graph, seed_edges, sampler, negative_sampler, batch_size, shuffle=True, drop_last=False,

@@ -1,15 +1,15 @@
 """``NodeDataLoader``: mini-batches of a rank's seed nodes, sampled and gathered ahead of time.
 
-A :class:`~.planned.PlannedLoader` (the batch plan, the fetch step and the prefetch thread every
+A :class:`~.base_loader.PlannedLoader` (the batch plan, the fetch step and the prefetch thread every
 loader shares) whose batches are seed nodes expanded by a sampler, with an optional cache of
 other nodes' feature rows.
 """
 from __future__ import annotations
 
+from hpcgnn.loading.base_loader import PlannedLoader
+from hpcgnn.loading.batch_plan import BatchPlan
 from hpcgnn.loading.cache import RemoteRowCache, hot_remote_rows
 from hpcgnn.loading.fetch import FieldFetch
-from hpcgnn.loading.plan import BatchPlan
-from hpcgnn.loading.planned import PlannedLoader
 
 
 class NodeDataLoader(PlannedLoader):
@@ -37,7 +37,7 @@ class NodeDataLoader(PlannedLoader):
         Budget of a :class:`~hpcgnn.loading.cache.RemoteRowCache` of the feature rows of other
         nodes that batches read most (0: no cache). Choosing them samples batches first.
     max_batches : int
-        At most this many batches per epoch (0: all; :class:`~.plan.BatchPlan`).
+        At most this many batches per epoch (0: all; :class:`~.batch_plan.BatchPlan`).
 
     Attributes
     ----------

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from hpcgnn.nn.attention import edge_softmax, head_spmm
-from hpcgnn.nn.block import BlockTensors
+from hpcgnn.nn.block_tensors import BlockTensors
 from hpcgnn.nn.dropout import Dropout
 from hpcgnn.nn.gemm import linear, linear_maps
 

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from hpcgnn.nn.block import as_block_tensors
+from hpcgnn.nn.block_tensors import as_block_tensors
 from hpcgnn.nn.conv import GATConv, GraphConv, SAGEConv
 from hpcgnn.nn.dropout import Dropout
 

@@ -10,7 +10,7 @@ with probability ``pi_u = min(1, c p_u)``, ``c`` set so that the ``pi_u`` sum to
 replacement give far fewer on a graph with hubs, which importance favours). The edge u -> v of
 a kept u carries the weight ``P[v, u] / pi_u``, so the weighted sum over the kept sources is an
 unbiased estimate of v's mean over all its in-neighbours (the blocks' weights are used as the
-aggregation's matrix entries: :class:`~hpcgnn.nn.block.BlockTensors`). A destination none of
+aggregation's matrix entries: :class:`~hpcgnn.nn.block_tensors.BlockTensors`). A destination none of
 whose in-neighbours was kept aggregates 0 this step.
 
 With ``normalize`` each destination's weights are divided by their sum (a self-normalised

@@ -142,7 +142,7 @@ def test_importance_weighted_aggregation_is_unbiased(tmp_path):
     from mpi4py import MPI
 
     from hpcgnn import DistGraph
-    from hpcgnn.nn.block import BlockTensors
+    from hpcgnn.nn.block_tensors import BlockTensors
     from hpcgnn.sampling.layer import LayerSampler
 
     path, _ = make_dataset(MPI.COMM_WORLD, str(tmp_path), 1, name="ladies", num_nodes=300, avg_degree=6)

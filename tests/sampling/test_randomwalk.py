@@ -104,7 +104,7 @@ def test_visits_follow_the_two_step_walk_distribution():
 
 
 def test_a_weighted_block_aggregates_the_weighted_mean():
-    from hpcgnn.nn.block import BlockTensors
+    from hpcgnn.nn.block_tensors import BlockTensors
     from hpcgnn.sampling.block import Block
 
     indptr = np.array([0, 2, 3, 3])

@@ -69,7 +69,7 @@ def test_normalised_aggregation_and_loss_are_unbiased(tmp_path, kind):
     from mpi4py import MPI
 
     from hpcgnn import DistGraph
-    from hpcgnn.nn.block import BlockTensors
+    from hpcgnn.nn.block_tensors import BlockTensors
     from hpcgnn.sampling.saint import SaintSampler
 
     path, _ = make_dataset(MPI.COMM_WORLD, str(tmp_path), 1, name="unbiased", num_nodes=120, avg_degree=5)

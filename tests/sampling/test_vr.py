@@ -92,7 +92,7 @@ def test_control_variate_is_unbiased_and_reduces_variance(tmp_path):
     from mpi4py import MPI
 
     from hpcgnn import DistGraph
-    from hpcgnn.nn.block import BlockTensors
+    from hpcgnn.nn.block_tensors import BlockTensors
     from hpcgnn.sampling.vr import ControlVariateSampler
     from hpcgnn.training.control_variate import ControlVariate
 

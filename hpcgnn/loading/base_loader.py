@@ -1,6 +1,6 @@
 """``PlannedLoader``: what every loader shares around its own way of sampling a batch.
 
-A loader is a :class:`~.plan.BatchPlan` (the same step count on every rank), a sample step of
+A loader is a :class:`~.batch_plan.BatchPlan` (the same step count on every rank), a sample step of
 its own (seed nodes, or positive edges with their negatives), a :class:`~.fetch.FieldFetch`
 and the prefetch thread of :mod:`.prefetch`. This class owns the plan, the fetch, the
 per-epoch statistics and the iteration; a loader says what one job of an epoch is
@@ -14,7 +14,7 @@ from hpcgnn.loading.prefetch import LoaderStats, iterate
 
 
 class PlannedLoader:
-    """Local. The iteration, timing and statistics of a loader over a :class:`~.plan.BatchPlan`.
+    """Local. The iteration, timing and statistics of a loader over a :class:`~.batch_plan.BatchPlan`.
 
     Parameters
     ----------
