@@ -60,11 +60,33 @@ make_venv() {
 }
 
 say "sdist of $ROOT"
-mkdir -p "$WORK/dist" "$WORK/run"
-quiet sdist bash -c 'cd "$1" && "$2" -c "import sys; from setuptools import build_meta; build_meta.build_sdist(sys.argv[1])" "$3"' \
-    _ "$ROOT" "$BUILD_PY" "$WORK/dist"
+mkdir -p "$WORK/dist" "$WORK/run" "$WORK/egg"
+# egg_info in a new directory: one left in the checkout by an earlier build keeps the file list it
+# had (setuptools reads its SOURCES.txt back), which would hide a file that MANIFEST.in lost
+quiet sdist bash -c 'cd "$1" && "$2" setup.py egg_info --egg-base "$3/egg" sdist --dist-dir "$3/dist"' \
+    _ "$ROOT" "$BUILD_PY" "$WORK"
 SDIST=$(echo "$WORK"/dist/hpcgnn-*.tar.gz)
 [ -f "$SDIST" ] || fail "no sdist in $WORK/dist"
+
+# the checkout's sources (tracked or new, not ignored): all of them must reach the sdist, before
+# anything compiles, and the package's ones the wheel
+git -C "$ROOT" ls-files -co --exclude-standard -- 'hpcgnn/*.py' 'cython/*.pyx' 'cython/*.h' \
+    >"$WORK/checkout-files.txt" 2>/dev/null \
+    || (cd "$ROOT" && find hpcgnn cython -name '*.py' -o -name '*.pyx' -o -name '*.h') >"$WORK/checkout-files.txt"
+say "the sdist holds every module, Cython source and header of the checkout"
+"$BUILD_PY" - "$SDIST" "$ROOT" "$WORK/checkout-files.txt" <<'EOF' || fail "the sdist's contents"
+import sys, tarfile
+from pathlib import Path
+
+sdist, root, listing = sys.argv[1:]
+with tarfile.open(sdist) as tar:
+    names = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
+wanted = [p for p in Path(listing).read_text().splitlines() if (Path(root) / p).is_file()]
+missing = sorted(set(wanted) - names)
+assert not missing, ("checkout files missing from the sdist (a directory of modules without __init__.py is no "
+                     "package, and find_packages leaves it out; other files need MANIFEST.in):\n  "
+                     + "\n  ".join(missing))
+EOF
 
 # the virtualenv's installs (mostly disk) run while the kernels compile (CPU)
 say "new virtualenv $VENV: MPI, $TORCH, the requirements (in the background)"
@@ -87,13 +109,10 @@ quiet install "$VENV/bin/pip" install -q "$WHEEL"
 cd "$WORK/run"
 unset PYTHONPATH PYTHONHOME
 export PYTHONNOUSERSITE=1 PATH="$VENV/bin:$PATH" OMP_NUM_THREADS=1
-# the package's files as the checkout has them (tracked or new, not ignored, not deleted)
-git -C "$ROOT" ls-files -co --exclude-standard -- 'hpcgnn/*.py' 'cython/*.pyx' >"$WORK/checkout-files.txt" 2>/dev/null \
-    || (cd "$ROOT" && find hpcgnn cython -name '*.py' -o -name '*.pyx') >"$WORK/checkout-files.txt"
 
 say "package: version, files, kernels, every module imports"
-"$VENV/bin/python" - "$WHEEL" "$VENV" "$ROOT" "$WORK/checkout-files.txt" <<'EOF'
-import importlib, os, pkgutil, sys, zipfile
+"$VENV/bin/python" - "$WHEEL" "$VENV" "$ROOT" "$WORK/checkout-files.txt" <<'EOF' || fail "the installed package"
+import importlib, pkgutil, sys, zipfile
 from pathlib import Path
 
 wheel, venv, root, listing = sys.argv[1:]
@@ -105,8 +124,8 @@ version = Path(wheel).name.split("-")[1]
 assert hpcgnn.__version__ == version, f"hpcgnn.__version__ {hpcgnn.__version__} but the wheel is {version}"
 
 names = set(zipfile.ZipFile(wheel).namelist())
-wanted = [p for p in Path(listing).read_text().split() if (Path(root) / p).is_file()]
-missing = sorted(p for p in wanted if p.endswith(".py") and p not in names)
+wanted = [p for p in Path(listing).read_text().splitlines() if (Path(root) / p).is_file()]
+missing = sorted(p for p in wanted if p.startswith("hpcgnn/") and p.endswith(".py") and p not in names)
 assert not missing, ("checkout files missing from the wheel (a directory without __init__.py is not a package, "
                      "and find_packages leaves it out):\n  " + "\n  ".join(missing))
 kernels = [f"hpcgnn/_{Path(p).stem}." for p in wanted if p.endswith(".pyx")]
@@ -142,7 +161,7 @@ quiet partition hpcgnn partition graph.npz --parts 2 --symmetrize --out parts
 say "mpiexec -n 2 hpcgnn train --epochs 1"
 quiet train mpiexec -n 2 hpcgnn train --data parts --epochs 1 --hidden 8 --fanouts 3,3 --no-progress \
     "$METRICS_FLAG" metrics.jsonl
-python - metrics.jsonl <<'EOF'
+python - metrics.jsonl <<'EOF' || fail "the metrics file"
 import json, sys
 
 records = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
