@@ -22,11 +22,11 @@ from hpcgnn.runtime.launch import launcher_tasks, start_world
 
 __all__ = ["main"]
 
-GRAPH_FILE_EXTENSIONS = (".h5", ".hdf5")
+_GRAPH_FILE_EXTENSIONS = (".h5", ".hdf5")
 #: ceilings of --edges (16 bytes an edge while drawn: 16 TiB over the job's ranks) and of
 #: --chunk-edges (each step holds a few arrays of this many int64 keys: a few GiB)
-MAX_EDGES = 2**40
-MAX_CHUNK_EDGES = 2**28
+_MAX_EDGES = 2**40
+_MAX_CHUNK_EDGES = 2**28
 _FLAGS = {"num_nodes": "--nodes", "num_edges": "--edges", "num_classes": "--classes",
           "homophily": "--homophily", "feat_dim": "--feat-dim", "feat_signal": "--feat-signal",
           "fractions": "--split", "seed": "--seed", "avg_degree": "--avg-degree",
@@ -61,7 +61,7 @@ def _build_parser():
                                formatter_class=RawDescriptionDefaultsHelpFormatter)
         sub.add_argument("--nodes", type=Domain(int, ge=1, le=MAX_NODES), required=True, help="number of nodes")
         if kind == "rmat":
-            sub.add_argument("--edges", type=Domain(int, ge=1, le=MAX_EDGES), required=True,
+            sub.add_argument("--edges", type=Domain(int, ge=1, le=_MAX_EDGES), required=True,
                              help="unique directed edges to keep")
         else:
             sub.add_argument("--avg-degree", type=Domain(float, gt=0, le=MAX_NODES), required=True,
@@ -78,7 +78,7 @@ def _build_parser():
                          help="node fractions of the three masks (default 0.6,0.2,0.2)")
         sub.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")
         if kind == "rmat":
-            sub.add_argument("--chunk-edges", type=Domain(int, ge=1, le=MAX_CHUNK_EDGES), default=4_000_000,
+            sub.add_argument("--chunk-edges", type=Domain(int, ge=1, le=_MAX_CHUNK_EDGES), default=4_000_000,
                              metavar="N",
                              help="raw edges per vectorised step; bounds working memory, not the "
                              "result (default 4000000)")
@@ -109,7 +109,7 @@ def _generate_spread(args, out, common, started):
     if args.kind != "rmat":
         raise InputError(None, "is drawn by one process; run it without mpirun (only rmat is drawn on "
                          "several ranks)", "kind", args.kind)
-    if not out.endswith(GRAPH_FILE_EXTENSIONS):
+    if not out.endswith(_GRAPH_FILE_EXTENSIONS):
         raise InputError(out, "several ranks write a graph file: give --out a .h5 path", "--out", args.out)
     summary = generate_rmat_file(comm, out, num_edges=args.edges, chunk_edges=args.chunk_edges,
                                  compress=args.compress, **common)
@@ -144,7 +144,7 @@ def main(argv=None):
         if exc.path is None and exc.field in _FLAGS:
             raise InputError(None, exc.problem, _FLAGS[exc.field], exc.value) from None
         raise
-    write = write_h5graph if out.endswith(GRAPH_FILE_EXTENSIONS) else write_npz
+    write = write_h5graph if out.endswith(_GRAPH_FILE_EXTENSIONS) else write_npz
     try:
         write(graph, out, compress=args.compress)
     except OSError as exc:

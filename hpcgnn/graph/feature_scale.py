@@ -36,7 +36,7 @@ from hpcgnn.runtime.errors import InputError
 
 FEATURE_SCALES = ("auto", "standard", "row", "none")
 #: rows per chunk of the passes over a shard: bounds the float64 temporaries
-CHUNK_ROWS = 65_536
+_CHUNK_ROWS = 65_536
 
 
 def _decoded(rows, encoding) -> np.ndarray:
@@ -49,32 +49,32 @@ def _store(out, values, encoding):
     out[...] = bfloat16_bits(values) if encoding == "bfloat16" else values.astype(out.dtype)
 
 
-def column_statistics(tensor, comm) -> tuple[np.ndarray, np.ndarray]:
+def _column_statistics(tensor, comm) -> tuple[np.ndarray, np.ndarray]:
     """Collective over comm. ``(mean, std)`` of every column of the 2-D DistTensor ``tensor`` over
     all its rows (population standard deviation, float64)."""
     local = tensor.local
     width = tensor.shape[1]
     sums = np.zeros(width + 1)
-    for lo in range(0, local.shape[0], CHUNK_ROWS):
-        sums[:width] += _decoded(local[lo:lo + CHUNK_ROWS], tensor.encoding).sum(axis=0)
+    for lo in range(0, local.shape[0], _CHUNK_ROWS):
+        sums[:width] += _decoded(local[lo:lo + _CHUNK_ROWS], tensor.encoding).sum(axis=0)
     sums[width] = local.shape[0]
     sums = comm.allreduce(sums)
     count = max(sums[width], 1.0)
     mean = sums[:width] / count
     squares = np.zeros(width)
-    for lo in range(0, local.shape[0], CHUNK_ROWS):
-        squares += np.square(_decoded(local[lo:lo + CHUNK_ROWS], tensor.encoding) - mean).sum(axis=0)
+    for lo in range(0, local.shape[0], _CHUNK_ROWS):
+        squares += np.square(_decoded(local[lo:lo + _CHUNK_ROWS], tensor.encoding) - mean).sum(axis=0)
     return mean, np.sqrt(comm.allreduce(squares) / count)
 
 
-def value_minimum(tensor, comm) -> float:
+def _value_minimum(tensor, comm) -> float:
     """Collective over comm. The smallest value of the DistTensor ``tensor`` over every rank (+inf
     when it holds none)."""
     from hpcgnn.runtime.comm import mpi  # deferred: import hpcgnn never initialises MPI
 
     local = tensor.local
-    low = min((float(_decoded(local[lo:lo + CHUNK_ROWS], tensor.encoding).min(initial=np.inf))
-               for lo in range(0, local.shape[0], CHUNK_ROWS)), default=np.inf)
+    low = min((float(_decoded(local[lo:lo + _CHUNK_ROWS], tensor.encoding).min(initial=np.inf))
+               for lo in range(0, local.shape[0], _CHUNK_ROWS)), default=np.inf)
     return float(comm.allreduce(low, op=mpi().MIN))
 
 
@@ -96,19 +96,19 @@ def scale_features(graph, mode, field="feat", where=None) -> dict:
     local = tensor.local
     note = {"feature_scale": mode}
     if mode == "auto":
-        mode = "row" if value_minimum(tensor, graph.comm) >= 0 else "standard"
+        mode = "row" if _value_minimum(tensor, graph.comm) >= 0 else "standard"
         note["feature_scale_applied"] = mode
     if mode == "standard":
-        mean, std = column_statistics(tensor, graph.comm)
+        mean, std = _column_statistics(tensor, graph.comm)
         inverse = np.where(std > 0, 1.0 / np.where(std > 0, std, 1.0), 1.0)
         note.update(column_std_min=float(std.min(initial=0.0)), column_std_max=float(std.max(initial=0.0)))
-    for lo in range(0, local.shape[0], CHUNK_ROWS):
-        rows = _decoded(local[lo:lo + CHUNK_ROWS], tensor.encoding)
+    for lo in range(0, local.shape[0], _CHUNK_ROWS):
+        rows = _decoded(local[lo:lo + _CHUNK_ROWS], tensor.encoding)
         if mode == "standard":
             rows = (rows - mean) * inverse
         else:
             sums = np.abs(rows).sum(axis=1, keepdims=True)
             rows = rows / np.where(sums > 0, sums, 1.0)
-        _store(local[lo:lo + CHUNK_ROWS], rows, tensor.encoding)
+        _store(local[lo:lo + _CHUNK_ROWS], rows, tensor.encoding)
     tensor.barrier()
     return note

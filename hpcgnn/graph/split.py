@@ -38,10 +38,10 @@ def node_split(mask, graph: DistGraph, comm=None, seed=0) -> np.ndarray:
     """
     comm = comm if comm is not None else graph.comm
     mine = graph.local_nodes[0] + np.flatnonzero(_local_mask(mask, graph))
-    return np.sort(even_out(mine, comm, seed, "node_split"))
+    return np.sort(_even_out(mine, comm, seed, "node_split"))
 
 
-def even_out(mine, comm, seed, purpose) -> np.ndarray:
+def _even_out(mine, comm, seed, purpose) -> np.ndarray:
     """Collective over comm. Rows of ``mine`` (this rank's own seeds, one per row) redistributed so
     every rank holds the same count (differing by at most one): ranks with more than their share
     keep a seeded random subset and hand the rest to the ranks short of it, in rank order."""
@@ -105,7 +105,7 @@ def edge_split(graph: DistGraph, comm=None, seed=0, undirected=None) -> SeedEdge
     keep = src < dst if undirected else np.ones(src.shape[0], dtype=bool)
     positions = np.flatnonzero(keep)
     mine = np.stack([graph.local_edges[0] + positions, src[positions], dst[positions]], axis=1)
-    rows = even_out(mine, comm, seed, "edge_split")
+    rows = _even_out(mine, comm, seed, "edge_split")
     rows = rows[np.argsort(rows[:, 0], kind="stable")]
     return SeedEdges(rows[:, 0].copy(), rows[:, 1].copy(), rows[:, 2].copy())
 

@@ -26,7 +26,7 @@ from hpcgnn.loading.fetch import FieldFetch
 from hpcgnn.runtime.rng import derive_seed
 from hpcgnn.sampling.exclude import ExcludedEdges
 
-PAIR_KEYS = ("pos_src", "pos_dst", "neg_src", "neg_dst")
+_PAIR_KEYS = ("pos_src", "pos_dst", "neg_src", "neg_dst")
 
 
 class EdgeDataLoader(PlannedLoader):
@@ -79,7 +79,7 @@ class EdgeDataLoader(PlannedLoader):
         b, nb = src.shape[0], neg_src.shape[0]
         cuts = np.cumsum([0, b, b, nb, nb])
         batch.extra.update({key: torch.from_numpy(rows[cuts[i]:cuts[i + 1]].astype(np.int64))
-                            for i, key in enumerate(PAIR_KEYS)})
+                            for i, key in enumerate(_PAIR_KEYS)})
         return batch
 
     def close(self):

@@ -12,7 +12,7 @@ from hpcgnn.runtime.options import option
 
 #: the layers' arithmetic (hpcgnn.nn.models.PRECISIONS)
 PRECISIONS = ("fp32", "bf16")
-DROPOUT = Domain(float, ge=0, lt=1)
+_DROPOUT = Domain(float, ge=0, lt=1)
 
 
 @dataclass(frozen=True)
@@ -27,8 +27,8 @@ class ModelConfig:
     layers: int | None = option(None, "default: number of fanouts (2 for samplers without fanouts)",
                                 type=Domain(int, ge=1, le=MAX_LAYERS))
     heads: int = option(4, "GAT attention heads", type=Domain(int, ge=1, le=MAX_HEADS))
-    dropout: float = option(0.5, "between layers", type=DROPOUT)
-    input_dropout: float = option(0.0, "on the input features", type=DROPOUT)
+    dropout: float = option(0.5, "between layers", type=_DROPOUT)
+    input_dropout: float = option(0.0, "on the input features", type=_DROPOUT)
     norm: str = option("none", "normalisation after each hidden layer", choices=("none", "batch", "layer"))
     precision: str = option("fp32", "the layers' arithmetic: bf16 runs GEMMs, activations and aggregations in "
                             "bfloat16 (float32 weights, optimizer state, losses and reductions; AMX and AVX512-BF16 "

@@ -16,12 +16,12 @@ import torch
 from torch.nn import functional as F
 
 #: row counts up to this are used as they are (tiny maps: padding would dominate)
-SMALL_ROWS = 64
+_SMALL_ROWS = 64
 
 
 def bucket_rows(rows) -> int:
-    """Local. ``rows`` rounded up to a multiple of 2**(floor(log2 rows) - 3) (above SMALL_ROWS)."""
-    if rows <= SMALL_ROWS:
+    """Local. ``rows`` rounded up to a multiple of 2**(floor(log2 rows) - 3) (above _SMALL_ROWS)."""
+    if rows <= _SMALL_ROWS:
         return rows
     step = 1 << (rows.bit_length() - 4)
     return -(-rows // step) * step

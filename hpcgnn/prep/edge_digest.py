@@ -6,12 +6,12 @@ the writer put the right edges into it. Every partition writer therefore records
 edges, each named by its endpoints' ``orig_id`` (the ids the input names them by), and
 ``inspect --verify`` recomputes it from the part files (:func:`csc_digest`).
 
-The digest is ``sum(pair_hash(orig_src, orig_dst)) mod 2**64`` over the edges, beside their
+The digest is ``sum(_pair_hash(orig_src, orig_dst)) mod 2**64`` over the edges, beside their
 count. A sum does not depend on the order of the edges, on how they are split over parts or
 ranks, nor on the new ids a partitioning gives the nodes, so the serial writer and the
 distributed ones at any rank count record the same value for the same edges; and it counts
 repeats (a multiset), so a lost or doubled copy of a parallel edge changes it.
-``pair_hash`` is two rounds of the splitmix64 finaliser (:func:`hpcgnn.runtime.rng.mix64`):
+``_pair_hash`` is two rounds of the splitmix64 finaliser (:func:`hpcgnn.runtime.rng.mix64`):
 a wrong source, a wrong destination, a reversed edge or a swap of two edges' sources changes
 the sum except with probability about ``2**-64``. This detects mistakes and damage; it is not
 a defence against someone who wants a forged file to pass (that is what the files' SHA-256 in
@@ -30,7 +30,7 @@ import numpy as np
 
 from hpcgnn.runtime.rng import GOLDEN_GAMMA, MASK64, mix64
 
-#: the value of ``edge_digest.scheme``: what :func:`pair_hash` and the sum are
+#: the value of ``edge_digest.scheme``: what :func:`_pair_hash` and the sum are
 SCHEME = "orig-id-pairs/splitmix64-sum/v1"
 #: edges hashed per block: two uint64 buffers of this length stay in a core's cache (16x
 #: faster than whole-array temporaries on 16M edges)
@@ -42,7 +42,7 @@ _DESTINATION_OFFSET = np.uint64(0xD1B54A32D192ED03)
 _HEX = re.compile(r"0x[0-9a-f]{16}")
 
 
-def pair_hash(src, dst) -> np.ndarray:
+def _pair_hash(src, dst) -> np.ndarray:
     """Local. A well-mixed uint64 per directed pair ``(src[i], dst[i])`` of integer ids:
     ``mix64(mix64(src + a) + dst * b)``."""
     with np.errstate(over="ignore"):
@@ -62,7 +62,7 @@ def _mix_in_place(z, scratch):
 
 
 def _sum_hashes(src, dst) -> int:
-    """``sum(pair_hash(src, dst)) mod 2**64``, a cache-sized block at a time."""
+    """``sum(_pair_hash(src, dst)) mod 2**64``, a cache-sized block at a time."""
     size = min(BLOCK_EDGES, src.shape[0])
     z, scratch = np.empty(size, dtype=np.uint64), np.empty(size, dtype=np.uint64)
     total = 0

@@ -18,7 +18,7 @@ still holds is removed the same way (OGB's ``edge.csv`` holds none).
 
 Negatives. For every validation and test positive (u, v): K negative pairs
 (``--eval-negatives``, default :data:`DEFAULT_EVAL_NEGATIVES`) of the kind
-``--eval-negatives-kind`` names (:data:`NEGATIVE_KINDS`): ``corrupt`` (the default, OGB's
+``--eval-negatives-kind`` names (:data:`_NEGATIVE_KINDS`): ``corrupt`` (the default, OGB's
 protocol) keeps the source, (u, n) with n uniform over all nodes; ``uniform`` draws both ends,
 (m, n) (the graph auto-encoder's protocol: random pairs of unconnected nodes). A pair (a, b) is
 rejected when a = b or when it is an edge of the full graph: the graph before the held-out
@@ -51,11 +51,11 @@ DEFAULT_EVAL_NEGATIVES = 100
 #: rounds of redrawing rejected negatives before a rejected draw is kept
 NEGATIVE_ROUNDS = 10
 #: negatives drawn per block, so the draw's temporaries stay a few hundred MiB on any graph
-NEGATIVE_BLOCK = 1 << 23
-FRACTION_TOLERANCE = 1e-6
+_NEGATIVE_BLOCK = 1 << 23
+_FRACTION_TOLERANCE = 1e-6
 #: ``--eval-negatives-kind``: which ends of a negative pair are drawn (see the module docstring)
-NEGATIVE_KINDS = ("corrupt", "uniform")
-EDGE_SPLIT_FORMAT = "expected 'dataset' or three fractions train,val,test (each >= 0, summing to 1, val + test > 0)"
+_NEGATIVE_KINDS = ("corrupt", "uniform")
+_EDGE_SPLIT_FORMAT = "expected 'dataset' or three fractions train,val,test (each >= 0, summing to 1, val + test > 0)"
 
 
 @dataclass
@@ -172,7 +172,7 @@ class LinkSplit:
 def parse_edge_split(text, where=None):
     """Local. ``--edge-split``: ``"dataset"``, or ``"T,V,E"`` as a tuple of three fractions.
 
-    Each fraction is >= 0, they sum to 1 within :data:`FRACTION_TOLERANCE` and ``V + E > 0``;
+    Each fraction is >= 0, they sum to 1 within :data:`_FRACTION_TOLERANCE` and ``V + E > 0``;
     anything else is a one-line InputError naming ``--edge-split`` and the value.
     """
     text = str(text).strip()
@@ -181,19 +181,19 @@ def parse_edge_split(text, where=None):
     try:
         fractions = tuple(float(x) for x in text.split(","))
     except ValueError:
-        raise InputError(where, EDGE_SPLIT_FORMAT, "--edge-split", text) from None
+        raise InputError(where, _EDGE_SPLIT_FORMAT, "--edge-split", text) from None
     if len(fractions) != 3:
-        raise InputError(where, f"{EDGE_SPLIT_FORMAT}; got {len(fractions)} value(s)", "--edge-split", text)
+        raise InputError(where, f"{_EDGE_SPLIT_FORMAT}; got {len(fractions)} value(s)", "--edge-split", text)
     if not all(np.isfinite(fractions)) or min(fractions) < 0:
         raise InputError(where, "fractions must be finite and >= 0", "--edge-split", text)
-    if abs(sum(fractions) - 1) > FRACTION_TOLERANCE:
+    if abs(sum(fractions) - 1) > _FRACTION_TOLERANCE:
         raise InputError(where, f"fractions must sum to 1 (they sum to {sum(fractions):g})", "--edge-split", text)
     if fractions[1] + fractions[2] <= 0:
         raise InputError(where, "val + test must be above 0: nothing would be held out", "--edge-split", text)
     return fractions
 
 
-def parse_eval_negatives(text, where=None) -> int:
+def _parse_eval_negatives(text, where=None) -> int:
     """Local. ``--eval-negatives K``: an integer >= 1, else a one-line InputError."""
     try:
         value = int(text)
@@ -205,9 +205,9 @@ def parse_eval_negatives(text, where=None) -> int:
 
 
 def parse_negatives_kind(text, where=None) -> str:
-    """Local. ``--eval-negatives-kind``: one of :data:`NEGATIVE_KINDS`, else a one-line InputError."""
-    if text not in NEGATIVE_KINDS:
-        raise InputError(where, f"must be one of {', '.join(NEGATIVE_KINDS)}", "--eval-negatives-kind", text)
+    """Local. ``--eval-negatives-kind``: one of :data:`_NEGATIVE_KINDS`, else a one-line InputError."""
+    if text not in _NEGATIVE_KINDS:
+        raise InputError(where, f"must be one of {', '.join(_NEGATIVE_KINDS)}", "--eval-negatives-kind", text)
     return text
 
 
@@ -220,7 +220,7 @@ def unit_keys(src, dst, num_nodes, symmetric) -> np.ndarray:
     return src * np.int64(num_nodes) + dst
 
 
-def sorted_unique(keys) -> np.ndarray:
+def _sorted_unique(keys) -> np.ndarray:
     """Local. The distinct values of an int64 array, ascending (``np.unique`` by a sort: numpy 2's
     hash-based ``np.unique`` took 5x longer on 10 million keys)."""
     keys = np.sort(keys)
@@ -232,7 +232,7 @@ def sorted_unique(keys) -> np.ndarray:
     return keys[first]
 
 
-def is_member(sorted_keys, keys) -> np.ndarray:
+def _is_member(sorted_keys, keys) -> np.ndarray:
     """Local. Whether each of ``keys`` is in ``sorted_keys`` (ascending int64), by binary search."""
     if sorted_keys.shape[0] == 0:
         return np.zeros(np.shape(keys), dtype=bool)
@@ -241,13 +241,13 @@ def is_member(sorted_keys, keys) -> np.ndarray:
     return sorted_keys[slot] == keys
 
 
-def choose_held_out(units, num_nodes, fractions, seed, symmetric, where=None) -> LinkSplit:
+def _choose_held_out(units, num_nodes, fractions, seed, symmetric, where=None) -> LinkSplit:
     """Local. Draw the validation and test units of a random split (no negatives yet).
 
     Parameters
     ----------
     units : int64 array
-        Every unit's key, sorted and distinct (:func:`sorted_unique` of the graph's :func:`unit_keys`).
+        Every unit's key, sorted and distinct (:func:`_sorted_unique` of the graph's :func:`unit_keys`).
     num_nodes : int
     fractions : tuple of float
         ``(f_train, f_val, f_test)`` from :func:`parse_edge_split`.
@@ -282,22 +282,22 @@ def choose_held_out(units, num_nodes, fractions, seed, symmetric, where=None) ->
     return LinkSplit(sets["val"], sets["test"], split=list(fractions), symmetric=symmetric, seed=seed)
 
 
-def draw_negatives(src, neg, num_nodes, edge_keys, rng, rounds=NEGATIVE_ROUNDS, neg_src=None) -> int:
+def _draw_negatives(src, neg, num_nodes, edge_keys, rng, rounds=NEGATIVE_ROUNDS, neg_src=None) -> int:
     """Local. Fill every -1 of ``neg`` [n, K] (in place) with a uniform node n != ``src[i]``
     such that ``src[i] * num_nodes + n`` is not in ``edge_keys`` (sorted int64). With
     ``neg_src`` [n, K] (uniform pairs) the source of each such entry is drawn too, into
     ``neg_src``, and stands for ``src[i]``.
 
     Rejected draws are drawn again for up to ``rounds`` rounds, then kept. Entries are drawn in
-    blocks of :data:`NEGATIVE_BLOCK`, in order, so the result depends only on the inputs and
+    blocks of :data:`_NEGATIVE_BLOCK`, in order, so the result depends only on the inputs and
     ``rng``'s state. Returns the number of entries kept although rejected.
     """
     flat = neg.reshape(-1)  # a view: neg is C-contiguous
     flat_src = None if neg_src is None else neg_src.reshape(-1)
     k = neg.shape[1]
     kept_rejected = 0
-    for begin in range(0, flat.shape[0], NEGATIVE_BLOCK):
-        holes = begin + np.flatnonzero(flat[begin:begin + NEGATIVE_BLOCK] < 0)
+    for begin in range(0, flat.shape[0], _NEGATIVE_BLOCK):
+        holes = begin + np.flatnonzero(flat[begin:begin + _NEGATIVE_BLOCK] < 0)
         for _ in range(rounds):
             if holes.shape[0] == 0:
                 break
@@ -308,7 +308,7 @@ def draw_negatives(src, neg, num_nodes, edge_keys, rng, rounds=NEGATIVE_ROUNDS, 
                 flat_src[holes] = u
             draw = rng.integers(0, num_nodes, holes.shape[0], dtype=np.int64)
             flat[holes] = draw
-            bad = (draw == u) | is_member(edge_keys, u * np.int64(num_nodes) + draw)
+            bad = (draw == u) | _is_member(edge_keys, u * np.int64(num_nodes) + draw)
             holes = holes[bad]
         kept_rejected += int(holes.shape[0])
     return kept_rejected
@@ -333,7 +333,7 @@ def hold_out_edges(graph: Graph, spec, eval_negatives=DEFAULT_EVAL_NEGATIVES, se
     where : str, optional
         The input, for error messages.
     negatives_kind : str
-        ``"corrupt"`` or ``"uniform"`` (:data:`NEGATIVE_KINDS`): which ends of a negative are drawn.
+        ``"corrupt"`` or ``"uniform"`` (:data:`_NEGATIVE_KINDS`): which ends of a negative are drawn.
 
     Returns
     -------
@@ -345,14 +345,14 @@ def hold_out_edges(graph: Graph, spec, eval_negatives=DEFAULT_EVAL_NEGATIVES, se
     ------
     InputError
         ``dataset`` without a split of the reader's, a split too small (see
-        :func:`choose_held_out`), or one that leaves no training unit.
+        :func:`_choose_held_out`), or one that leaves no training unit.
     """
     if seed < 0:  # the seed keys a SeedSequence, which takes no negative entropy
         raise InputError(where, "must be >= 0", "--split-seed", seed)
     n = graph.num_nodes
     symmetric = bool(graph.symmetric)
     edge_units = unit_keys(graph.src, graph.dst, n, symmetric)
-    units = sorted_unique(edge_units)
+    units = _sorted_unique(edge_units)
     if spec == "dataset":
         if graph.link is None:
             raise InputError(where, "the input has no edge split of its own (an OGB link dataset's "
@@ -361,16 +361,16 @@ def hold_out_edges(graph: Graph, spec, eval_negatives=DEFAULT_EVAL_NEGATIVES, se
         link = dataclasses.replace(given, val=dataclasses.replace(given.val), test=dataclasses.replace(given.test),
                                    split="dataset", symmetric=symmetric, seed=seed, notes=dict(given.notes))
     else:
-        link = choose_held_out(units, n, spec, seed, symmetric, where)
+        link = _choose_held_out(units, n, spec, seed, symmetric, where)
     positives = [link.val, link.test]
-    held = sorted_unique(np.concatenate([unit_keys(e.src, e.dst, n, symmetric) for e in positives]))
-    held_in_graph = int(is_member(held, units).sum())
+    held = _sorted_unique(np.concatenate([unit_keys(e.src, e.dst, n, symmetric) for e in positives]))
+    held_in_graph = int(_is_member(held, units).sum())
     link.num_train = int(units.shape[0]) - held_in_graph
     if link.num_train < 1:
         raise InputError(where, "graph too small to split: no training edge would be left", "--edge-split",
                          spec if isinstance(spec, str) else ",".join(f"{f:g}" for f in spec))
     edge_keys = _full_graph_keys(graph, positives, symmetric)
-    keep = np.flatnonzero(~is_member(held, edge_units)) if held_in_graph else None
+    keep = np.flatnonzero(~_is_member(held, edge_units)) if held_in_graph else None
     del edge_units, units, held
     _complete_negatives(link, n, edge_keys, eval_negatives, seed, where, parse_negatives_kind(negatives_kind, where))
     del edge_keys
@@ -389,7 +389,7 @@ def _full_graph_keys(graph, positives, symmetric) -> np.ndarray:
         pieces.append(edges.src * n + edges.dst)
         if symmetric:
             pieces.append(edges.dst * n + edges.src)
-    return sorted_unique(np.concatenate(pieces))
+    return _sorted_unique(np.concatenate(pieces))
 
 
 def _complete_negatives(link, num_nodes, edge_keys, eval_negatives, seed, where, kind):
@@ -421,7 +421,7 @@ def _complete_negatives(link, num_nodes, edge_keys, eval_negatives, seed, where,
             edges.neg_src = np.full_like(edges.neg, -1)
         elif kind == "corrupt":
             edges.neg_src = None
-        kept += draw_negatives(edges.src, edges.neg, num_nodes, edge_keys, rng, neg_src=edges.neg_src)
+        kept += _draw_negatives(edges.src, edges.neg, num_nodes, edge_keys, rng, neg_src=edges.neg_src)
     if redrawn:
         link.notes["negatives_redrawn"] = redrawn
     if kept:

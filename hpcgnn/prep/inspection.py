@@ -41,7 +41,7 @@ def verify(directory, meta: dict, notes=None) -> list[str]:
     (in either direction when ``link.symmetric``).
     A part that cannot be opened or read (truncated, corrupt) is one problem, and the others
     are still checked. Last, once all of that passed, the stored edges themselves
-    (:func:`check_stored_edges`).
+    (:func:`_check_stored_edges`).
     """
     problems = []
     held_out = _held_out_keys(directory, meta, problems)
@@ -67,7 +67,7 @@ def verify(directory, meta: dict, notes=None) -> list[str]:
     if problems and notes is not None:
         notes.append("edge check not run: the part files fail the checks above")
     elif not problems:
-        check_stored_edges(directory, meta, problems, notes)
+        _check_stored_edges(directory, meta, problems, notes)
     return problems
 
 
@@ -75,7 +75,7 @@ EDGE_CHECK_SKIPPED = ("edge check skipped: meta.json has no edge_digest (the dat
                       "recorded one; partition it again to have its stored edges checked)")
 
 
-def check_stored_edges(directory, meta, problems, notes=None) -> None:
+def _check_stored_edges(directory, meta, problems, notes=None) -> None:
     """Local. Whether the part files hold the edges that were partitioned, appending a mismatch
     to ``problems`` as one line.
 
@@ -100,7 +100,7 @@ def check_stored_edges(directory, meta, problems, notes=None) -> None:
         problems.append(str(InputError(meta_path, str(exc), "edge_digest", entry)))
         return
     try:
-        stored = stored_digest(directory, meta)
+        stored = _stored_digest(directory, meta)
     except InputError as exc:  # a read that failed now, after the structural pass read it fine
         problems.append(str(exc))
         return
@@ -111,7 +111,7 @@ def check_stored_edges(directory, meta, problems, notes=None) -> None:
             f"{recorded.count} edges summing to {entry['sum']}")))
 
 
-def stored_digest(directory, meta) -> EdgeDigest:
+def _stored_digest(directory, meta) -> EdgeDigest:
     """Local. The :class:`~hpcgnn.prep.edge_digest.EdgeDigest` of the edges the part files hold,
     in orig ids (the files must have passed :func:`verify`'s structural checks)."""
     orig_of = np.empty(meta["num_nodes"], dtype=np.int64)
@@ -128,11 +128,11 @@ def stored_digest(directory, meta) -> EdgeDigest:
 
 
 #: meta.json ``source`` keys of the clean-up steps that change the edges, and their partition flags
-EDGE_CLEANUP_FLAGS = (("remove_self_loops", "--remove-self-loops"), ("symmetrize", "--symmetrize"),
+_EDGE_CLEANUP_FLAGS = (("remove_self_loops", "--remove-self-loops"), ("symmetrize", "--symmetrize"),
                       ("dedup", "--dedup"), ("largest_component", "--largest-component"))
 
 
-def input_digest(input_path, meta, reader_args=None) -> EdgeDigest:
+def _input_digest(input_path, meta, reader_args=None) -> EdgeDigest:
     """Local. The edge digest ``hpcgnn partition`` records for ``input_path``, computed anew: the
     input read with the reader flags of ``reader_args`` (a namespace with
     :func:`~hpcgnn.prep.read.add_reader_arguments`' attributes; meta.json's ``source.format``
@@ -144,7 +144,7 @@ def input_digest(input_path, meta, reader_args=None) -> EdgeDigest:
     source, link = _entry(meta, "source"), meta.get("link")
     input_path = os.fspath(input_path)
     argv = [input_path, "--out", input_path, "--parts", "1", "--split", "dataset"]  # node splits leave edges be
-    argv += [flag for key, flag in EDGE_CLEANUP_FLAGS if source.get(key) is True]
+    argv += [flag for key, flag in _EDGE_CLEANUP_FLAGS if source.get(key) is True]
     if link:
         argv += ["--edge-split", str(source.get("edge_split")), "--split-seed", str(source.get("split_seed", 0)),
                  "--eval-negatives", str(link["eval_negatives"]),
@@ -164,12 +164,12 @@ def input_digest(input_path, meta, reader_args=None) -> EdgeDigest:
 
 def check_against_input(directory, meta, input_path, problems, reader_args=None) -> None:
     """Local. Whether the dataset's edges are ``input_path``'s, read and cleaned again
-    (:func:`input_digest`), appending a difference to ``problems`` as one line. Compared with
+    (:func:`_input_digest`), appending a difference to ``problems`` as one line. Compared with
     meta.json's ``edge_digest``, or, in a dataset written before it, with the part files' own
-    edges (:func:`stored_digest`); the part files must have passed :func:`verify`."""
+    edges (:func:`_stored_digest`); the part files must have passed :func:`verify`."""
     entry = meta.get("edge_digest")
-    have = EdgeDigest.from_meta(entry) if entry is not None else stored_digest(directory, meta)
-    want = input_digest(input_path, meta, reader_args)
+    have = EdgeDigest.from_meta(entry) if entry is not None else _stored_digest(directory, meta)
+    want = _input_digest(input_path, meta, reader_args)
     if want != have:
         problems.append(str(InputError(
             input_path, f"its edges, read and cleaned as meta.json's source says, are {want.count} edges summing to "

@@ -42,7 +42,7 @@ _collective_entry = False
 _terminating = threading.Event()
 # How long ranks that get a signal together (SLURM signals every task) wait for each other to
 # finish removing their temporaries before the job ends.
-PEER_CLEANUP_S = 1.0
+_PEER_CLEANUP_S = 1.0
 
 
 def _world():
@@ -116,7 +116,7 @@ def crash(exc_type, exc, tb):
     os._exit(1)
 
 
-def os_error_line(exc: OSError) -> str:
+def _os_error_line(exc: OSError) -> str:
     """Local. ``<file>: <reason>`` for an OS error (``/data/out: Read-only file system``)."""
     names = [str(n) for n in (exc.filename, exc.filename2) if n is not None]
     return ": ".join(names + [os_reason(exc)]) if names else str(exc)
@@ -149,13 +149,13 @@ def entry_point(prog, collective=True):
             except Exception as exc:
                 cause = os_error_in(exc)
                 if isinstance(cause, BrokenPipeError):
-                    reader_gone()
+                    _reader_gone()
                 if cause is None:  # a bug: its traceback, and the whole job ends
                     world = _world()
                     if not _as_program and (world is None or world.size == 1):
                         raise  # called in-process by one process: the caller sees the exception
                     crash(type(exc), exc, exc.__traceback__)
-                fail(prog, os_error_line(cause))
+                fail(prog, _os_error_line(cause))
             finally:
                 sys.excepthook, sys.unraisablehook = hooks
         return run
@@ -189,7 +189,7 @@ def run_program(main):
         status = main()
         sys.stdout.flush()  # here, so a reader that left early is noticed below
     except BrokenPipeError:
-        reader_gone()
+        _reader_gone()
     _await_termination()
     sys.exit(status)
 
@@ -202,7 +202,7 @@ def _await_termination():
             time.sleep(1)
 
 
-def reader_gone():
+def _reader_gone():
     """Local. End quietly when the reader of stdout went away (``hpcgnn inspect ... | head``).
 
     As a program killed by SIGPIPE would (status 141, which shells do not report), without
@@ -273,7 +273,7 @@ def _terminate(prog, signum):
     if world is not None and world.size > 1:
         # ranks signalled together (SLURM signals every task) report once, after all cleaned up
         try:
-            end_job(world, line, 128 + signum, grace_s=PEER_CLEANUP_S)
+            end_job(world, line, 128 + signum, grace_s=_PEER_CLEANUP_S)
         except Exception:  # noqa: BLE001 - as in fail()
             pass
     print(line, file=sys.stderr, flush=True)

@@ -20,24 +20,24 @@ import time
 
 #: seconds failing ranks wait for each other (ranks that fail on the same input fail within
 #: a fraction of this; a healthy rank delays the abort by at most this)
-GRACE_S = 3.0
+_GRACE_S = 3.0
 # below 32767, the smallest tag bound MPI allows; no other message on COMM_WORLD uses them
-LINE_TAG = 32_101
-VERDICT_TAG = 32_102
+_LINE_TAG = 32_101
+_VERDICT_TAG = 32_102
 _POLL_S = 0.01
 # The launcher may act on an abort before it has forwarded what the aborting rank printed just
 # before: a moment for the line to leave.
-FLUSH_S = 0.2
+_FLUSH_S = 0.2
 
 
 def abort_job(comm, status: int):
     """Local. End the whole MPI job with ``status`` once what this rank printed has left it.
 
     ``MPI_Abort`` acts at once: a launcher that kills the job may drop lines the rank wrote just
-    before, still in its pipe. Flushing and giving them :data:`FLUSH_S` keeps the report."""
+    before, still in its pipe. Flushing and giving them :data:`_FLUSH_S` keeps the report."""
     sys.stdout.flush()
     sys.stderr.flush()
-    time.sleep(FLUSH_S)
+    time.sleep(_FLUSH_S)
     comm.Abort(status)
 
 
@@ -75,7 +75,7 @@ def _message(line: str) -> str:
     return line.split(": error: ", 1)[-1]
 
 
-def end_job(world, line: str, status: int, grace_s: float = GRACE_S):
+def end_job(world, line: str, status: int, grace_s: float = _GRACE_S):
     """Local. Report ``line`` once for the whole job and end it with ``status`` (never returns).
 
     Parameters
@@ -91,35 +91,35 @@ def end_job(world, line: str, status: int, grace_s: float = GRACE_S):
     """
     deadline = time.monotonic() + grace_s
     if world.rank != 0:
-        world.isend(line, dest=0, tag=LINE_TAG)  # small: completes eagerly, never waited on
+        world.isend(line, dest=0, tag=_LINE_TAG)  # small: completes eagerly, never waited on
         while time.monotonic() < deadline + 1.0:  # rank 0's verdict comes at its own deadline
-            if world.iprobe(source=0, tag=VERDICT_TAG):
+            if world.iprobe(source=0, tag=_VERDICT_TAG):
                 _silence_stderr()
-                # rank 0 prints and aborts within FLUSH_S; should its abort not reach this rank
+                # rank 0 prints and aborts within _FLUSH_S; should its abort not reach this rank
                 # (a slow launcher), end it here, quietly, once rank 0's line is out
-                time.sleep(5 * FLUSH_S)
+                time.sleep(5 * _FLUSH_S)
                 world.Abort(status)
                 os._exit(status)
             time.sleep(_POLL_S)
         print(line, file=sys.stderr, flush=True)
-        time.sleep(FLUSH_S)
+        time.sleep(_FLUSH_S)
         world.Abort(status)
         os._exit(status)
     mpi = sys.modules["mpi4py.MPI"]
     lines = {0: line}
     status_info = mpi.Status()
     while len(lines) < world.size and time.monotonic() < deadline:
-        while world.iprobe(source=mpi.ANY_SOURCE, tag=LINE_TAG, status=status_info):
+        while world.iprobe(source=mpi.ANY_SOURCE, tag=_LINE_TAG, status=status_info):
             source = status_info.Get_source()
-            lines[source] = world.recv(source=source, tag=LINE_TAG)
+            lines[source] = world.recv(source=source, tag=_LINE_TAG)
         time.sleep(_POLL_S)
     if len(lines) == world.size:
         for rank in range(1, world.size):
-            world.isend(True, dest=rank, tag=VERDICT_TAG)
+            world.isend(True, dest=rank, tag=_VERDICT_TAG)
     for text in summary(lines):
         print(text, file=sys.stderr, flush=True)
     sys.stdout.flush()
-    time.sleep(FLUSH_S)
+    time.sleep(_FLUSH_S)
     _silence_stderr()
     world.Abort(status)
     os._exit(status)

@@ -32,7 +32,7 @@ MAX_COUNT = 2**31 - 1
 #: node ids are int64, and readers allocate arrays of this length
 MAX_NODES = 2**40
 #: seeds of every random stream (METIS and numpy's legacy seeding take 32 bits)
-MAX_SEED = 2**32 - 1
+_MAX_SEED = 2**32 - 1
 #: width of a layer, an embedding or a feature row: a 16384 x 16384 float32 matrix is 1 GiB,
 #: 4 GiB with its gradient and Adam's two moments
 MAX_WIDTH = 16_384
@@ -176,10 +176,10 @@ def _share(text):
 
 #: shared by every command: a count of at least one, and the seed of a random stream
 COUNT = Domain(int, ge=1, le=MAX_COUNT)
-SEED = Domain(int, ge=0, le=MAX_SEED)
+SEED = Domain(int, ge=0, le=_MAX_SEED)
 
 
-def flag_name(action) -> str:
+def _flag_name(action) -> str:
     """Local. How a refusal names an argument: its long option (``--parts``, not ``-p``), or
     the name of a positional one."""
     longs = [s for s in action.option_strings if s.startswith("--")]
@@ -204,7 +204,7 @@ class CommandParser(argparse.ArgumentParser):
         # Each domain names its flag when it refuses a value (argparse passes a type only the text).
         for action in self._actions:
             if isinstance(action.type, Domain) and action.type.flag is None:
-                action.type = action.type.for_flag(flag_name(action))
+                action.type = action.type.for_flag(_flag_name(action))
         return super().parse_known_args(args, namespace)
 
     def error(self, message):

@@ -20,22 +20,22 @@ from hpcgnn.runtime.watchdog import init_timer, start_phase
 #: (tasks, this task's index) as each launcher exports them, the MPI launchers' own first:
 #: their numbers describe the world MPI builds, while under ``mpiexec`` inside an allocation
 #: SLURM's step variables describe the step that runs mpiexec's proxies
-LAUNCHER_VARIABLES = (
+_LAUNCHER_VARIABLES = (
     ("PMI_SIZE", "PMI_RANK"),                            # MPICH's hydra, srun --mpi=pmi2, Intel MPI
     ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"),    # Open MPI's mpirun
     ("MV2_COMM_WORLD_SIZE", "MV2_COMM_WORLD_RANK"),      # MVAPICH's mpirun_rsh
     ("SLURM_STEP_NUM_TASKS", "SLURM_PROCID"),            # srun (set in job steps, not in the batch script)
 )
-SRUN_REMEDY = ("srun gave MPI no PMI (the site's MpiDefault is probably 'none'): launch with "
+_SRUN_REMEDY = ("srun gave MPI no PMI (the site's MpiDefault is probably 'none'): launch with "
                "'srun --mpi=pmi2' (see 'srun --mpi=list') or with mpiexec inside the allocation, as jobs/*.sbatch do")
-OTHER_REMEDY = "the launcher belongs to another MPI than the one mpi4py loads: use that MPI's own mpiexec"
+_OTHER_REMEDY = "the launcher belongs to another MPI than the one mpi4py loads: use that MPI's own mpiexec"
 
 
 def launcher_tasks(environ=None) -> tuple[str, int, int | None] | None:
     """Local. ``(variable, tasks, this task's index or None)`` as the launcher of this process
     exported them; None for a process no launcher started (a plain ``python -m``)."""
     environ = os.environ if environ is None else environ
-    for size_name, rank_name in LAUNCHER_VARIABLES:
+    for size_name, rank_name in _LAUNCHER_VARIABLES:
         tasks = _integer(environ.get(size_name))
         if tasks is not None and tasks > 0:
             return size_name, tasks, _integer(environ.get(rank_name))
@@ -56,7 +56,7 @@ def check_world(comm, environ=None):
         return comm
     name, tasks, index = found
     this = f" (this is task {index + 1})" if index is not None else ""
-    remedy = SRUN_REMEDY if name == "SLURM_STEP_NUM_TASKS" else OTHER_REMEDY
+    remedy = _SRUN_REMEDY if name == "SLURM_STEP_NUM_TASKS" else _OTHER_REMEDY
     raise InputError(None, f"{tasks} tasks were started but MPI's world has {comm.size} "
                      f"rank{'s' if comm.size != 1 else ''}{this}: independent copies, not one MPI job; "
                      f"{remedy}", name, tasks)
@@ -111,7 +111,7 @@ def check_single_process(environ=None):
 #: in ``MPI_Finalize``. A job that aborts (or is killed) leaves it behind, and a requeued SLURM
 #: job, whose steps get their PMI names again (``<job id>.<step id>``), would attach to its
 #: stale contents and fail in ``MPI_Init``.
-MPI_SEGMENT_PREFIXES = ("mpich_shm_", "mpich_vci_")
+_MPI_SEGMENT_PREFIXES = ("mpich_shm_", "mpich_vci_")
 
 
 def unlink_mpi_segments(maps="/proc/self/maps") -> list[str]:
@@ -129,7 +129,7 @@ def unlink_mpi_segments(maps="/proc/self/maps") -> list[str]:
     unlinked = []
     for path in sorted(paths):
         name = os.path.basename(path)
-        if os.path.dirname(path) == "/dev/shm" and name.startswith(MPI_SEGMENT_PREFIXES) and " " not in name:
+        if os.path.dirname(path) == "/dev/shm" and name.startswith(_MPI_SEGMENT_PREFIXES) and " " not in name:
             try:
                 os.unlink(path)
                 unlinked.append(path)

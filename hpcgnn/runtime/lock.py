@@ -13,7 +13,7 @@ unless it passes ``force``; it takes over a lock that is stale:
   the lock was taken (a run killed with SIGKILL or SIGTERM, its pid since reused);
 - the holder is the current SLURM job (a requeued job starting again) and is dead: on this
   host by its pid as above; on another host by its lease, which a live holder refreshes every
-  :data:`REFRESH_S` seconds (the run waits :func:`heartbeat_wait_s` to see whether it is);
+  :data:`REFRESH_S` seconds (the run waits :func:`_heartbeat_wait_s` to see whether it is);
 - the lock was not refreshed for :data:`LEASE_S` seconds (a holder that crashed on another
   host, whose pid cannot be checked from here).
 
@@ -99,13 +99,13 @@ def pid_alive(pid) -> bool:
     return True
 
 
-def heartbeat_wait_s() -> float:
+def _heartbeat_wait_s() -> float:
     """Local. How long a run watches a lock of its own SLURM job held on another host for a
     refresh: two and a half refresh periods (a live holder refreshes at least twice)."""
     return 2.5 * REFRESH_S
 
 
-def process_started(pid) -> float | None:
+def _process_started(pid) -> float | None:
     """Local. When process ``pid`` of this host started, in seconds since the epoch (Linux's
     ``/proc``); None where that cannot be told.
 
@@ -123,7 +123,7 @@ def process_started(pid) -> float | None:
         return None
 
 
-def holder_here(holder: dict) -> str | None:
+def _holder_here(holder: dict) -> str | None:
     """Local. Whether the holder of a lock, if it ran on this host, still runs there.
 
     ``"live"``, or why it is dead (its pid is gone, or names a process started after the lock
@@ -136,7 +136,7 @@ def holder_here(holder: dict) -> str | None:
     if not pid_alive(pid):
         return f"its pid {pid} is gone from this host"
     took = holder.get("started")
-    started = process_started(pid)
+    started = _process_started(pid)
     if started is not None and isinstance(took, (int, float)) and not isinstance(took, bool) and started > took:
         return f"its pid {pid} now names a process started after the lock was taken"
     return "live"
@@ -144,26 +144,26 @@ def holder_here(holder: dict) -> str | None:
 
 def stale_reason(holder: dict, mtime: float, now=None) -> str | None:
     """Local. Why a lock held by ``holder`` and last refreshed at ``mtime`` is stale; None if it is
-    live, or if only watching its lease can tell (:func:`requeued_elsewhere`)."""
+    live, or if only watching its lease can tell (:func:`_requeued_elsewhere`)."""
     now = time.time() if now is None else now
     if now - mtime > LEASE_S:
         return f"not refreshed for {now - mtime:.0f} s (lease {LEASE_S:.0f} s)"
-    here = holder_here(holder)
+    here = _holder_here(holder)
     return None if here in (None, "live") else here
 
 
-def requeued_elsewhere(holder: dict) -> bool:
+def _requeued_elsewhere(holder: dict) -> bool:
     """Local. Whether ``holder`` is this SLURM job, on another host: a requeued job's earlier
     start (dead), or a live step of the same job; its lease tells which."""
     job = os.environ.get("SLURM_JOB_ID")
-    return bool(job) and holder.get("slurm_job_id") == job and holder_here(holder) is None
+    return bool(job) and holder.get("slurm_job_id") == job and _holder_here(holder) is None
 
 
-def watch_lease(path, holder, mtime) -> str:
+def _watch_lease(path, holder, mtime) -> str:
     """Local. Watch the lock ``path`` (held by ``holder``, refreshed at ``mtime``) for
-    :func:`heartbeat_wait_s`: ``"refreshed"`` (its holder lives), ``"changed"`` (it was removed
+    :func:`_heartbeat_wait_s`: ``"refreshed"`` (its holder lives), ``"changed"`` (it was removed
     or replaced meanwhile) or ``"silent"`` (its holder is dead)."""
-    wait = heartbeat_wait_s()
+    wait = _heartbeat_wait_s()
     print(f"hpcgnn: the lock {path} is held by this SLURM job's {describe(holder)}: waiting up to {wait:.0f} s "
           "to see whether that run still refreshes it", file=sys.stderr, flush=True)
     deadline = time.monotonic() + wait
@@ -224,13 +224,13 @@ class FileLock:
                 continue
             holder, mtime = found
             reason = stale_reason(holder, mtime) or ("--force" if force else None)
-            if reason is None and requeued_elsewhere(holder):
-                seen = watch_lease(self.path, holder, mtime)
+            if reason is None and _requeued_elsewhere(holder):
+                seen = _watch_lease(self.path, holder, mtime)
                 if seen == "changed":
                     continue
                 if seen == "silent":
                     reason = (f"it belongs to this SLURM job {holder['slurm_job_id']} and was not refreshed for "
-                              f"{heartbeat_wait_s():.0f} s (requeued)")
+                              f"{_heartbeat_wait_s():.0f} s (requeued)")
             if reason is None:
                 raise InputError(self.path, f"{self.in_use}, {describe(holder)}; {self.remedy}")
             if self._remove_if_unchanged(holder):

@@ -58,7 +58,7 @@ class ProgressThread(CollectiveResource):
         self._polls = np.zeros(1, dtype=np.int_)
         self._halt = np.zeros(1, dtype=np.uint8)
         self._stop = threading.Event()
-        iprobe = iprobe_address()
+        iprobe = _iprobe_address()
         self.compiled = iprobe is not None
         target = self._run_python if iprobe is None else self._run_compiled
         self._thread = threading.Thread(target=target, args=(iprobe,), daemon=True, name=THREAD_NAME)
@@ -97,7 +97,7 @@ def spans_nodes(comm, ncomm) -> bool:
     return ncomm.size < comm.size
 
 
-def iprobe_address():
+def _iprobe_address():
     """Local. Address of ``MPI_Iprobe`` in the MPI library this process loaded (None if unknown)."""
     mpi()
     try:

@@ -29,7 +29,7 @@ class CollectiveResource:
 
     After an exception the ranks are no longer in step: a collective in clean-up could pair
     with an unrelated one on another rank and hang, so the resource is left to the abort that
-    follows (see :func:`release_at_exit`).
+    follows (see :func:`_release_at_exit`).
 
     Subclasses define ``__init__`` and ``close`` as usual: the object is recorded when the
     outermost ``__init__`` returns and forgotten when ``close`` is first called, so ``close``
@@ -68,7 +68,7 @@ class CollectiveResource:
             self.close()
 
 
-def open_resources() -> list:
+def _open_resources() -> list:
     """Local. The collective resources not yet closed, oldest first."""
     return list(_open.values())
 
@@ -78,12 +78,12 @@ def _record(resource):
     if not _exit_hook_installed:
         # Registered once a resource exists, hence after MPI is initialised: atexit runs
         # handlers last-in first-out, and mpi4py finalises MPI after them.
-        atexit.register(release_at_exit)
+        atexit.register(_release_at_exit)
         _exit_hook_installed = True
     _open[id(resource)] = resource
 
 
-def release_at_exit():
+def _release_at_exit():
     """Local. Close the resources a script left open, newest first, as every rank does in the
     same order (a resource that closes its parts, as a graph closes its windows, has closed
     them by the time their turn comes).

@@ -45,14 +45,14 @@ from hpcgnn.runtime.failure_report import abort_job
 from hpcgnn.runtime.files import remove_temporaries
 
 DEFAULT_TIMEOUT_S = 600.0
-POLL_S = 0.25
+_POLL_S = 0.25
 #: how long a rank that fired but does not report waits for the reporting rank's abort, beyond
 #: that rank's own grace period, before it aborts the job itself
-REPORTER_WAIT_S = 5.0
-TAG = 7311
-HEARTBEAT_TAG = 7312
+_REPORTER_WAIT_S = 5.0
+_TAG = 7311
+_HEARTBEAT_TAG = 7312
 #: the longest gap between two heartbeats of the liveness form (a quarter of the timeout below)
-HEARTBEAT_MAX_S = 5.0
+_HEARTBEAT_MAX_S = 5.0
 
 _active: Watchdog | None = None
 _phase: Watchdog | None = None
@@ -104,7 +104,7 @@ class Watchdog:
         self.grace_s = grace_s if grace_s is not None else min(10.0, max(2.0, self.timeout_s / 4))
         self.where = "starting"
         self._last = self._heard = self._sent = time.monotonic()
-        self._heartbeat_s = min(HEARTBEAT_MAX_S, max(POLL_S, self.timeout_s / 4))
+        self._heartbeat_s = min(_HEARTBEAT_MAX_S, max(_POLL_S, self.timeout_s / 4))
         self._sends = []
         self._stop = threading.Event()
         self._thread = None
@@ -158,21 +158,21 @@ class Watchdog:
         self._sends = [request for request in self._sends if not request.Test()]
         if time.monotonic() - self._sent >= self._heartbeat_s:
             successor = (self.comm.rank + 1) % self.comm.size
-            self._sends.append(self.comm.isend(None, dest=successor, tag=HEARTBEAT_TAG))
+            self._sends.append(self.comm.isend(None, dest=successor, tag=_HEARTBEAT_TAG))
             self._sent = time.monotonic()
 
     def _announce(self):
         status = self._status()
         for rank in range(self.comm.size):
             if rank != self.comm.rank:
-                self.comm.isend(status, dest=rank, tag=TAG)  # small: completes eagerly; never waited on
+                self.comm.isend(status, dest=rank, tag=_TAG)  # small: completes eagerly; never waited on
 
     def _receive(self, answers):
         MPI = mpi()
         info = MPI.Status()
         while self.comm.iprobe(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=info):
             message = self.comm.recv(source=info.Get_source(), tag=info.Get_tag())
-            if info.Get_tag() == HEARTBEAT_TAG:
+            if info.Get_tag() == _HEARTBEAT_TAG:
                 self._heard = time.monotonic()
             else:
                 answers[message[0]] = message
@@ -181,7 +181,7 @@ class Watchdog:
     def _run(self):
         answers = {}
         announced = False
-        while not self._stop.wait(POLL_S):
+        while not self._stop.wait(_POLL_S):
             if self.comm.size > 1:
                 if self.liveness:
                     self._heartbeat()
@@ -221,7 +221,7 @@ class Watchdog:
         else:
             # the reporting rank ends the job once it has printed; only if it dies first does
             # this rank end it, so its abort never races the report
-            time.sleep(2 * self.grace_s + REPORTER_WAIT_S)
+            time.sleep(2 * self.grace_s + _REPORTER_WAIT_S)
         remove_temporaries(final=True)  # the abort kills the other ranks before they can remove theirs
         abort_job(mpi().COMM_WORLD, 3)
 

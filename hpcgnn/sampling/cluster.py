@@ -162,7 +162,7 @@ class ClusterSampler:
 
 
 #: a subgraph sampler's 'auto' size (hpcgnn.sampling.subgraph)
-AUTO_SIZE = {AUTO: "sized from the graph"}
+_AUTO_SIZE = {AUTO: "sized from the graph"}
 
 
 @dataclass(frozen=True)
@@ -170,10 +170,10 @@ class ClusterOptions:
     """Local. ``--sampler cluster`` (Cluster-GCN): clusters of each rank's nodes, and per batch."""
 
     num_clusters: object = option(AUTO, "clusters of each rank's nodes (an epoch is C / Q steps); auto: about "
-                                  f"{CLUSTER_NODES} nodes each", type=Domain(int, ge=1, le=MAX_PARTS, words=AUTO_SIZE))
+                                  f"{CLUSTER_NODES} nodes each", type=Domain(int, ge=1, le=MAX_PARTS, words=_AUTO_SIZE))
     clusters_per_batch: object = option(AUTO, "clusters per batch (Cluster-GCN's q); auto: as many as keep a batch's "
                                         "nodes 10 in-batch neighbours on average (half their in-part ones where fewer)",
-                                        type=Domain(int, ge=1, le=MAX_COUNT, words=AUTO_SIZE))
+                                        type=Domain(int, ge=1, le=MAX_COUNT, words=_AUTO_SIZE))
 
 
 register_sampler(SamplerSpec(

@@ -35,7 +35,7 @@ from hpcgnn.runtime.rng import derive_seed, generator
 MAX_NODES = 1 << 32
 #: redraws of a short row, each twice as wide (without replacement the row is read whole long
 #: before; with replacement only a row of nearly nothing but excluded edges gets this far)
-MAX_WIDENINGS = 8
+_MAX_WIDENINGS = 8
 
 
 class ExcludedEdges:
@@ -106,7 +106,7 @@ class ExcludedEdges:
         drop the excluded, keep ``fanout``; a row left short while it had more candidates than
         were drawn (parallel copies of an excluded edge) is drawn again, twice as wide."""
         wide = (fanout + extra) * (2 if replace else 1)
-        for attempt in range(MAX_WIDENINGS):
+        for attempt in range(_MAX_WIDENINGS):
             redrawn = self.graph.sample_neighbors(nodes, wide, replace, prob, derive_seed(seed, "exclude", attempt))
             allowed = self.allowed(np.repeat(nodes, redrawn.counts), redrawn.src)
             left = np.bincount(np.repeat(np.arange(nodes.shape[0]), redrawn.counts)[allowed],

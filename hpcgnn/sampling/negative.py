@@ -44,7 +44,7 @@ from hpcgnn.store.dist_tensor import DistTensor
 _PURPOSES = 4
 _NODE, _SOURCE, _SLOT, _COIN = range(_PURPOSES)
 #: the degree sampler's default exponent (word2vec's)
-DEGREE_POWER = 0.75
+_DEGREE_POWER = 0.75
 
 
 class NegativeSampler(Protocol):
@@ -167,7 +167,7 @@ class UniformNegativeSampler:
     name = "uniform"
 
     def __init__(self, k, graph=None):
-        self.k = check_k(k)
+        self.k = _check_k(k)
 
     def sample(self, graph, src, dst, eids, seed) -> tuple[np.ndarray, np.ndarray]:
         """Local. ``(neg_src, neg_dst)`` uniform over ``[0, graph.num_nodes)``, ``k`` per positive."""
@@ -248,8 +248,8 @@ class DegreeNegativeSampler:
 
     name = "degree"
 
-    def __init__(self, k, graph, power=DEGREE_POWER):
-        self.k = check_k(k)
+    def __init__(self, k, graph, power=_DEGREE_POWER):
+        self.k = _check_k(k)
         self.power = float(power)
         self.book = graph.book
         weights = np.diff(graph.indptr).astype(np.float64) ** self.power  # 0 ** power is 0: never drawn
@@ -289,7 +289,7 @@ class DegreeNegativeSampler:
             self.table = None
 
 
-def check_k(k) -> int:
+def _check_k(k) -> int:
     """Local. ``k`` as a positive int, or ValueError."""
     if int(k) != k or int(k) < 1:
         raise ValueError(f"negatives per positive must be a positive integer, got {k!r}")
@@ -303,7 +303,7 @@ NEGATIVE_SAMPLERS = {
     "degree": DegreeNegativeSampler,
     "in-batch": InBatchNegativeSampler,
 }
-DEFAULT_NEGATIVE_SAMPLER = "corrupt"
+_DEFAULT_NEGATIVE_SAMPLER = "corrupt"
 
 
 def build_negative_sampler(name, k, graph) -> NegativeSampler:

@@ -31,7 +31,7 @@ draw the part's node count in expectation (ceil(nodes / mean subgraph size)).
 ``budget="auto"`` (the default; see :mod:`~.subgraph`) searches for the smallest budget whose
 subgraphs hold :func:`~.subgraph.target_share` of a node's in-part neighbours on average (the
 share of the part's in-edges whose source a subgraph holds, :meth:`~.subgraph.LocalGraph.source_share`,
-the mean over :data:`CALIBRATION_DRAWS` subgraphs per budget tried; doubling, then bisection)
+the mean over :data:`_CALIBRATION_DRAWS` subgraphs per budget tried; doubling, then bisection)
 and :data:`SEED_COVERAGE` of :func:`~.subgraph.target_seeds` loss nodes (draws are with
 replacement: holding every one would take an unbounded budget); the ranks then agree on the
 largest share of their parts any of them needs. A fixed count is a
@@ -53,32 +53,32 @@ from hpcgnn.sampling.randomwalk import WALK_LENGTH
 from hpcgnn.sampling.registry import SUBGRAPH_BATCHES, WEIGHTED_MEAN, SamplerSpec, register_sampler
 from hpcgnn.sampling.subgraph import LocalGraph, agreed_share, size_warning, sizes_note, target_seeds, target_share
 
-SAINT_KINDS = ("node", "edge", "rw")
+_SAINT_KINDS = ("node", "edge", "rw")
 AUTO = "auto"
 #: subgraphs drawn per budget tried by the ``auto`` search
-CALIBRATION_DRAWS = 4
+_CALIBRATION_DRAWS = 4
 #: the share of its target loss nodes an ``auto`` subgraph holds
 SEED_COVERAGE = 0.9
 #: the ``auto`` search's largest budget, in multiples of the part's nodes (edges for saint-edge):
 #: draws are with replacement, so covering a part takes a few times its size
-MAX_BUDGET_FACTOR = 4
+_MAX_BUDGET_FACTOR = 4
 
 
 def cumulative(weights) -> np.ndarray:
-    """Local. The normalised cumulative sum of non-negative ``weights`` (for :func:`draw_from`)."""
+    """Local. The normalised cumulative sum of non-negative ``weights`` (for :func:`_draw_from`)."""
     cdf = np.cumsum(weights, dtype=np.float64)
     cdf /= cdf[-1]
     return cdf
 
 
-def draw_from(cdf, size, rng) -> np.ndarray:
+def _draw_from(cdf, size, rng) -> np.ndarray:
     """Local. ``size`` draws with replacement by the weights of ``cdf``: the draws of
     ``rng.choice(len(cdf), size, p=weights / sum)``, without its O(len) pass per call (the whole
     part's edges, for saint-edge)."""
     return cdf.searchsorted(rng.random(size), side="right").astype(np.int64)
 
 
-def resolve_budget(budget, size) -> int:
+def _resolve_budget(budget, size) -> int:
     """Local. A budget as a count: ``budget`` itself, or for ``"P%"`` that share of ``size`` (the
     part's nodes or edges), at least 1."""
     if isinstance(budget, str) and budget.endswith("%"):
@@ -110,11 +110,11 @@ class SaintSampler:
     """
 
     def __init__(self, graph, kind, num_layers, budget=AUTO, walk_length=2, presample=50, seed=0):
-        if kind not in SAINT_KINDS:
-            raise ValueError(f"unknown GraphSAINT sampler {kind!r} (choose from {', '.join(SAINT_KINDS)})")
+        if kind not in _SAINT_KINDS:
+            raise ValueError(f"unknown GraphSAINT sampler {kind!r} (choose from {', '.join(_SAINT_KINDS)})")
         self.local = LocalGraph(graph)
         size = self.local.indices.shape[0] if kind == "edge" else self.local.num_nodes
-        given = None if budget == AUTO else resolve_budget(budget, size)
+        given = None if budget == AUTO else _resolve_budget(budget, size)
         if min(num_layers, walk_length, presample) < 1 or (given is not None and given < 1):
             raise ValueError("num_layers, budget, walk_length and presample must be positive")
         self.kind, self.num_layers, self.walk_length = kind, int(num_layers), int(walk_length)
@@ -136,14 +136,14 @@ class SaintSampler:
     def _calibrate(self, size, rng) -> int:
         """The smallest budget (to within a thirty-second) whose subgraphs hold :attr:`target_share`
         of a node's in-part neighbours and :data:`SEED_COVERAGE` of :func:`~.subgraph.target_seeds`
-        loss nodes, the means over :data:`CALIBRATION_DRAWS` of them; the largest allowed when
+        loss nodes, the means over :data:`_CALIBRATION_DRAWS` of them; the largest allowed when
         none does."""
-        largest = max(1, MAX_BUDGET_FACTOR * size)
+        largest = max(1, _MAX_BUDGET_FACTOR * size)
         seeds = SEED_COVERAGE * target_seeds(self.local)
 
         def reaches(budget):
             self.budget = budget
-            draws = [self.draw(rng) for _ in range(CALIBRATION_DRAWS)]
+            draws = [self.draw(rng) for _ in range(_CALIBRATION_DRAWS)]
             held = np.mean([self.local.source_share(nodes) for nodes in draws])
             return held >= self.target_share and np.mean([self.local.is_seed[nodes].sum() for nodes in draws]) >= seeds
 
@@ -201,11 +201,11 @@ class SaintSampler:
         if n == 0:
             return np.zeros(0, dtype=np.int64)
         if self.kind == "node":
-            return np.unique(draw_from(self._node_cdf, self.budget, rng))
+            return np.unique(_draw_from(self._node_cdf, self.budget, rng))
         if self.kind == "edge":
             if not self.local.indices.shape[0]:
                 return np.zeros(0, dtype=np.int64)
-            slots = draw_from(self._edge_cdf, self.budget, rng)
+            slots = _draw_from(self._edge_cdf, self.budget, rng)
             dst = np.searchsorted(self.local.indptr, slots, side="right") - 1
             return np.unique(np.concatenate([self.local.indices[slots], dst]))
         at = rng.integers(0, n, self.budget)
@@ -253,7 +253,7 @@ class SaintWalkOptions(SaintOptions):
     walk_length: int = option(3, "steps per walk", type=WALK_LENGTH)
 
 
-for _kind in SAINT_KINDS:
+for _kind in _SAINT_KINDS:
     register_sampler(SamplerSpec(
         f"saint-{_kind}", SaintWalkOptions if _kind == "rw" else SaintOptions,
         build=lambda graph, options, run, kind=_kind: SaintSampler(graph, kind, run.layers, options.budget,

@@ -20,9 +20,9 @@ on. A fixed count that suits one graph is a quarter of the part of a graph of it
 tenth of that of a graph four times larger: saint-node's 1,000 draws, the old default, lost 5.7
 points on the 30k-node SBM graph of ``bench/sampler_defaults.py``, its ``auto`` budget 1.0. So the
 samplers size their batches by the share of a node's in-part neighbourhood a batch holds
-(:func:`target_share`): :data:`TARGET_DEGREE` neighbours of the part's mean in-degree (the
-first layer's fanout of the default neighbour sampler), or :data:`TARGET_SHARE` of them where
-the part is sparser than 2 x :data:`TARGET_DEGREE` (where every batch would otherwise be most of
+(:func:`target_share`): :data:`_TARGET_DEGREE` neighbours of the part's mean in-degree (the
+first layer's fanout of the default neighbour sampler), or :data:`_TARGET_SHARE` of them where
+the part is sparser than 2 x :data:`_TARGET_DEGREE` (where every batch would otherwise be most of
 the part). A batch also holds at least :data:`TARGET_SEEDS` of the rank's loss (training) nodes,
 or all of them where it has fewer, as many as a step of the default neighbour sampler trains on
 (:func:`target_seeds`): on a 30k-node graph with 20 labelled nodes per class, at one rank,
@@ -40,9 +40,9 @@ from hpcgnn import _csr
 from hpcgnn.sampling.block import Block, MiniBatch
 
 #: an ``auto``-sized batch holds this many of a node's in-part neighbours (of the mean degree) ...
-TARGET_DEGREE = 10.0
+_TARGET_DEGREE = 10.0
 #: ... or this share of them, where that is fewer
-TARGET_SHARE = 0.5
+_TARGET_SHARE = 0.5
 #: an ``auto``-sized batch holds at least this many loss nodes (``hpcgnn train``'s default
 #: --batch-size), or every one of the rank's where it has fewer
 TARGET_SEEDS = 1000
@@ -50,10 +50,10 @@ TARGET_SEEDS = 1000
 
 def target_share(local) -> float:
     """Local. The share of a node's in-part in-neighbours an ``auto``-sized batch of ``local`` (a
-    :class:`LocalGraph`) holds on average: ``TARGET_DEGREE / mean in-part degree``, at most
-    :data:`TARGET_SHARE`; 0 for a part without edges."""
+    :class:`LocalGraph`) holds on average: ``_TARGET_DEGREE / mean in-part degree``, at most
+    :data:`_TARGET_SHARE`; 0 for a part without edges."""
     degree = local.mean_degree
-    return 0.0 if degree == 0 else min(TARGET_SHARE, TARGET_DEGREE / degree)
+    return 0.0 if degree == 0 else min(_TARGET_SHARE, _TARGET_DEGREE / degree)
 
 
 def target_seeds(local) -> int:

@@ -36,7 +36,7 @@ from hpcgnn.sampling.block import Block, MiniBatch
 from hpcgnn.sampling.registry import AT_DEFAULT, WEIGHTED_MEAN, SamplerSpec, register_sampler
 
 
-def control_variate_block(num_live, counts, src_pos, eids, degree) -> Block:
+def _control_variate_block(num_live, counts, src_pos, eids, degree) -> Block:
     """Local. VR-GCN's block over sources ``[live rows, the same rows before dropout, one constant row
     per destination]`` (``2 num_live + num_dst`` sources).
 
@@ -63,7 +63,7 @@ def control_variate_block(num_live, counts, src_pos, eids, degree) -> Block:
                  edge_weight=weight[order].astype(np.float32), with_expected=True)
 
 
-def exact_input_block(num_dst) -> Block:
+def _exact_input_block(num_dst) -> Block:
     """Local. The input layer's block: destination ``i`` reads only its constant row ``num_dst + i``."""
     rows = np.arange(num_dst, dtype=np.int64)
     return Block(2 * num_dst, num_dst, np.arange(num_dst + 1, dtype=np.int64), num_dst + rows,
@@ -104,14 +104,14 @@ class ControlVariateSampler:
         for hop in range(self.num_layers - 1):
             picked = graph.sample_neighbors(nodes, self.neighbors, False, None, derive_seed(base, "hop", hop))
             next_nodes, src_pos = _sample.relabel(nodes, picked.src)
-            blocks.append(control_variate_block(next_nodes.shape[0], picked.counts, src_pos, picked.eids,
+            blocks.append(_control_variate_block(next_nodes.shape[0], picked.counts, src_pos, picked.eids,
                                                 picked.degree))
             offsets, src, _ = graph.in_edges(nodes)
             full.append((offsets, src))
             sampled.append((picked.counts, picked.src))
             live.append(next_nodes)
             nodes = next_nodes
-        blocks.append(exact_input_block(nodes.shape[0]))
+        blocks.append(_exact_input_block(nodes.shape[0]))
         full.append(None)
         sampled.append(None)
         live.append(nodes)

@@ -5,9 +5,9 @@ large scale, a learning rate too high for them) outputs the same row for every n
 layer's bias. No gradient reaches the layers below, so it never recovers, and without a check
 the run would go on to its last epoch and report chance figures with exit 0. Every evaluation
 measures how many of the model's outputs are one and the same (node tasks: every node's logits;
-link prediction: the validation edges' scores, positive and negative): when :data:`CONSTANT_SHARE`
+link prediction: the validation edges' scores, positive and negative): when :data:`_CONSTANT_SHARE`
 of them are (a few rows, of nodes whose features stand out, may still differ) at
-:data:`EVALUATIONS` evaluations in a row, or at the run's last one, the run ends with an
+:data:`_EVALUATIONS` evaluations in a row, or at the run's last one, the run ends with an
 :class:`InputError`. A healthy model's outputs are all distinct: ties of a whole row are rare.
 """
 from __future__ import annotations
@@ -19,18 +19,18 @@ import numpy as np
 from hpcgnn.runtime.errors import InputError
 
 #: rows within this relative distance of the reference row count as equal to it (float32 rounding)
-RELATIVE_TOLERANCE = 1e-5
+_RELATIVE_TOLERANCE = 1e-5
 #: the share of equal rows at which outputs count as one constant
-CONSTANT_SHARE = 0.99
+_CONSTANT_SHARE = 0.99
 #: collapsed evaluations in a row that end a run
-EVALUATIONS = 2
+_EVALUATIONS = 2
 
 
 def constant_share(values, comm) -> float:
     """Collective over comm. The share of the rows of ``values`` (``[n, C]``, the same C on every
     rank, or ``[n]``; a rank may hold no row), over every rank, equal to one reference row: the
     column-wise median of the ranks' column-wise medians, which is the constant when most rows
-    are one. Equal: within :data:`RELATIVE_TOLERANCE` of the reference's largest magnitude in
+    are one. Equal: within :data:`_RELATIVE_TOLERANCE` of the reference's largest magnitude in
     every column. NaN when no rank holds a row."""
     from hpcgnn.runtime.comm import mpi  # deferred: import hpcgnn never initialises MPI
 
@@ -43,7 +43,7 @@ def constant_share(values, comm) -> float:
     if not held.any():
         return float("nan")
     reference = np.median(medians[held], axis=0)
-    tolerance = RELATIVE_TOLERANCE * float(np.abs(reference).max())
+    tolerance = _RELATIVE_TOLERANCE * float(np.abs(reference).max())
     equal = int((np.abs(values - reference) <= tolerance).all(axis=1).sum())
     counts = np.array([equal, values.shape[0]], dtype=np.int64)
     comm.Allreduce(mpi().IN_PLACE, counts, op=mpi().SUM)
@@ -65,8 +65,8 @@ class CollapseCheck:
         share = record.get("constant_share")
         if share is None:
             return
-        self.collapsed = self.collapsed + 1 if share >= CONSTANT_SHARE else 0
-        if self.collapsed >= EVALUATIONS or (self.collapsed and last):
+        self.collapsed = self.collapsed + 1 if share >= _CONSTANT_SHARE else 0
+        if self.collapsed >= _EVALUATIONS or (self.collapsed and last):
             percent = math.floor(1000 * share) / 10  # 99.96% is not shown as 100%
             raise InputError(None, f"the model's outputs collapsed to a constant at epoch {epoch} ({percent:g}% "
                              f"of the {self.what} equal, at {self.collapsed} evaluation"

@@ -35,15 +35,15 @@ from hpcgnn.tasks.link_metrics import LINK_METRICS, link_metrics
 from hpcgnn.tasks.node import feature_width, require_fields
 from hpcgnn.tasks.registry import DatasetFacts, Task, register_task
 
-SPLITS = ("val", "test")
-LOSSES = ("bce", "margin")
+_SPLITS = ("val", "test")
+_LOSSES = ("bce", "margin")
 #: pairs scored at once in evaluation: bounds the gathered embedding rows
-EVAL_CHUNK_PAIRS = 1 << 18
+_EVAL_CHUNK_PAIRS = 1 << 18
 #: the share of all training edges in one global batch above which --exclude self is warned about
-EXCLUSION_WARN_SHARE = 0.5
+_EXCLUSION_WARN_SHARE = 0.5
 
 
-def require_edge_sets(graph, where):
+def _require_edge_sets(graph, where):
     """Local. Refuse a dataset partitioned without held-out edge sets."""
     if getattr(graph, "link", None) is None:
         raise InputError(os.path.join(where, "meta.json"), "dataset has no edge sets for --task link: partition it "
@@ -59,7 +59,7 @@ def build_link_loader(graph, config, sampler, prefetch) -> EdgeDataLoader:
         raise InputError(os.path.join(config.input.data, "meta.json"), "no training edges: the message-passing graph "
                          "is empty", "num_edges", 0)
     hidden = min(1.0, batch_size * graph.comm.size / total)
-    if options.exclude == "self" and hidden >= EXCLUSION_WARN_SHARE and graph.comm.rank == 0:
+    if options.exclude == "self" and hidden >= _EXCLUSION_WARN_SHARE and graph.comm.rank == 0:
         print(f"hpcgnn: warning: a batch holds {hidden:.0%} of the training edges and --exclude self hides "
               "them from its neighbourhoods, so the encoder sees little of the graph; use smaller batches, or "
               "--exclude none for full-batch (graph auto-encoder) training", file=sys.stderr, flush=True)
@@ -79,8 +79,8 @@ class LinkLoss:
     """
 
     def __init__(self, model, kind="bce", margin=1.0):
-        if kind not in LOSSES:
-            raise ValueError(f"unknown link loss {kind!r} (choose from {', '.join(LOSSES)})")
+        if kind not in _LOSSES:
+            raise ValueError(f"unknown link loss {kind!r} (choose from {', '.join(_LOSSES)})")
         self.model, self.kind, self.margin = model, kind, float(margin)
 
     def batch(self, h, batch):
@@ -109,7 +109,7 @@ def score_edges(model, embeddings, src, dst, neg, neg_src=None):
     read from the DistTensor ``embeddings``."""
     n, k = neg.shape
     pos_scores, neg_scores = np.empty(n), np.empty((n, k))
-    step = max(1, EVAL_CHUNK_PAIRS // (k + 1))
+    step = max(1, _EVAL_CHUNK_PAIRS // (k + 1))
     for lo in range(0, n, step):
         hi = min(n, lo + step)
         h_src = torch.from_numpy(embeddings.gather(src[lo:hi]))
@@ -134,7 +134,7 @@ def evaluate_links(model, graph, batch_size, inputs=None, on_layer=None, sampler
                                      sampler=sampler)
     try:
         result = {}
-        for split in SPLITS:
+        for split in _SPLITS:
             beat(f"scoring the {split} edges")
             pos, neg = score_edges(model, embeddings, *graph.link[split])
             result.update({f"{split}_{key}": value for key, value in link_metrics(pos, neg, graph.comm).items()})
@@ -157,7 +157,7 @@ class LinkOptions:
     negatives: int = option(1, "negative pairs per positive edge in training", metavar="K",
                             type=Domain(int, ge=1, le=MAX_REPEATS))
     link_loss: str = option("bce", "bce: binary cross-entropy on logits; margin: relu(margin - pos + neg) per "
-                            "(positive, negative)", choices=LOSSES)
+                            "(positive, negative)", choices=_LOSSES)
     margin: float = option(1.0, "of --link-loss margin", type=Domain(float, ge=0))
     exclude: str = option("self", "self: hide each batch's positive edges and their reverses from its "
                           "neighbourhoods (the model cannot read the answer); none: keep them (DGL's exclude=None; "
@@ -178,7 +178,7 @@ class LinkPrediction(Task):
     def facts(self, graph, config, comm) -> DatasetFacts:
         """Collective over comm. Node count and feature width; the dataset's held-out edge sets."""
         require_fields(graph, config.input.data, () if config.input.embed_dim else ("feat",))
-        require_edge_sets(graph, config.input.data)
+        _require_edge_sets(graph, config.input.data)
         feat_dim = feature_width(graph)
         return DatasetFacts(int(graph.num_nodes), feat_dim, 0, "link", feat_dim + config.input.embed_dim)
 
@@ -224,7 +224,7 @@ class LinkPrediction(Task):
 
     def check_evaluation(self, graph, data, options) -> None:
         """Local. A link checkpoint needs the dataset's edge sets, and saves no class predictions."""
-        require_edge_sets(graph, data)
+        _require_edge_sets(graph, data)
         if options.save_predictions:
             raise InputError(None, "applies to node classification checkpoints (this one predicts links)",
                              "--save-predictions", True)

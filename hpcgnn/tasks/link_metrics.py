@@ -52,10 +52,10 @@ from hpcgnn.runtime.comm import mpi
 from hpcgnn.tasks.metrics import LINK_METRICS, range_bounds, roc_auc  # noqa: F401 (LINK_METRICS: re-exported)
 
 #: the K of every hits@K :func:`link_metrics` reports by default (LINK_METRICS names them)
-DEFAULT_HITS = (10, 50, 100)
+_DEFAULT_HITS = (10, 50, 100)
 
 
-def link_metrics(pos, neg, comm, hits=DEFAULT_HITS) -> dict:
+def link_metrics(pos, neg, comm, hits=_DEFAULT_HITS) -> dict:
     """Collective over comm. One split's link metrics over all ranks, from this rank's rows.
 
     Parameters

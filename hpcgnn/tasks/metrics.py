@@ -45,12 +45,12 @@ METRICS = ("acc", "f1-macro", "f1-micro", "roc-auc")
 #: what ``--task link`` reports on its edge sets (:mod:`hpcgnn.tasks.link_metrics`); all of
 #: them every evaluation, ``--metric`` choosing the one model selection uses
 LINK_METRICS = ("auc", "ap", "mrr", "hits@10", "hits@50", "hits@100")
-DEFAULT_METRIC = {"multiclass": "acc", "binary": "roc-auc", "multilabel": "f1-micro"}
+_DEFAULT_METRIC = {"multiclass": "acc", "binary": "roc-auc", "multilabel": "f1-micro"}
 CLASS_WEIGHTS = ("none", "balanced")
 #: (node, class) scores a rank sends in one ROC-AUC exchange: bounds its memory on wide outputs
-AUC_CHUNK_SCORES = 1 << 22
+_AUC_CHUNK_SCORES = 1 << 22
 #: quantiles of every rank's scores, per class, that place the ROC-AUC range bounds
-SPLITTER_SAMPLES = 64
+_SPLITTER_SAMPLES = 64
 
 
 def task_of(label_shape, num_classes) -> str:
@@ -78,7 +78,7 @@ def choose_metric(metric, task, where=None) -> str:
         Naming ``--metric``: an unknown metric, or ``acc`` for a multi-label task.
     """
     if metric is None:
-        return DEFAULT_METRIC[task]
+        return _DEFAULT_METRIC[task]
     if metric not in METRICS:
         raise InputError(where, f"unknown metric (choose from {', '.join(METRICS)})", "--metric", metric)
     if metric == "acc" and task == "multilabel":
@@ -87,7 +87,7 @@ def choose_metric(metric, task, where=None) -> str:
     return metric
 
 
-def confusion_counts(logits, labels, task) -> np.ndarray:
+def _confusion_counts(logits, labels, task) -> np.ndarray:
     """Local. ``[3, C]`` int64: per class, this rank's true positives, false positives and false
     negatives among the rows ``logits`` [n, C] with labels ``labels``."""
     num_classes = logits.shape[1]
@@ -102,7 +102,7 @@ def confusion_counts(logits, labels, task) -> np.ndarray:
     return np.stack(counts).astype(np.int64)
 
 
-def f1_scores(counts) -> tuple[float, float]:
+def _f1_scores(counts) -> tuple[float, float]:
     """Local. ``(micro, macro)`` F1 of summed counts ``[3, C]`` (TP, FP, FN); 0 when no class
     occurs in the labels or the predictions."""
     tp, fp, fn = np.asarray(counts, dtype=np.float64)
@@ -113,7 +113,7 @@ def f1_scores(counts) -> tuple[float, float]:
     return micro, macro
 
 
-def log_softmax(logits) -> np.ndarray:
+def _log_softmax(logits) -> np.ndarray:
     """Local. Row-wise log-probabilities, float64 (monotone in the probability, without the ties
     float32 probabilities would round many scores into)."""
     z = np.asarray(logits, dtype=np.float64)
@@ -121,23 +121,23 @@ def log_softmax(logits) -> np.ndarray:
     return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
 
 
-def node_losses_sum(logits, labels, task) -> float:
+def _node_losses_sum(logits, labels, task) -> float:
     """Local. The summed loss of the rows: cross-entropy per node, or binary cross-entropy with
     logits per (node, label) entry for a multi-label task."""
     if task == "multilabel":
         z, y = np.asarray(logits, dtype=np.float64), labels > 0
         return float((np.maximum(z, 0) - z * y + np.log1p(np.exp(-np.abs(z)))).sum())
-    return float(-log_softmax(logits)[np.arange(labels.shape[0]), labels].sum())
+    return float(-_log_softmax(logits)[np.arange(labels.shape[0]), labels].sum())
 
 
-def ranking_columns(logits, labels, task):
+def _ranking_columns(logits, labels, task):
     """Local. ``(scores, positive)`` [n, k]: the columns ROC-AUC averages over (one for binary)."""
     if task == "binary":
         z = np.asarray(logits, dtype=np.float64)
         return (z[:, 1] - z[:, 0])[:, None], (labels == 1)[:, None]
     if task == "multilabel":
         return np.asarray(logits, dtype=np.float64), labels > 0
-    return log_softmax(logits), labels[:, None] == np.arange(logits.shape[1])[None, :]
+    return _log_softmax(logits), labels[:, None] == np.arange(logits.shape[1])[None, :]
 
 
 def roc_auc(scores, positive, comm) -> np.ndarray:
@@ -157,7 +157,7 @@ def roc_auc(scores, positive, comm) -> np.ndarray:
         NaN for a column without positive or without negative rows on every rank.
     """
     k = scores.shape[1]
-    step = max(1, AUC_CHUNK_SCORES // max(1, comm.allreduce(scores.shape[0], op=mpi().MAX)))
+    step = max(1, _AUC_CHUNK_SCORES // max(1, comm.allreduce(scores.shape[0], op=mpi().MAX)))
     sums = np.zeros((3, k), dtype=np.int64)
     for lo in range(0, k, step):  # the same column chunks on every rank
         sums[:, lo:lo + step] = _auc_sums(scores[:, lo:lo + step], positive[:, lo:lo + step], comm)
@@ -208,11 +208,11 @@ def range_bounds(scores, comm) -> np.ndarray:
     """Collective over comm. ``[k, size - 1]``: per column, the scores that cut all ranks' scores
     into ``size`` ranges of about equal count (from weighted quantiles of every rank's scores)."""
     n, k = scores.shape
-    local = (np.quantile(scores, np.linspace(0, 1, SPLITTER_SAMPLES), axis=0) if n
-             else np.zeros((SPLITTER_SAMPLES, k)))
-    everyone = np.empty((comm.size, SPLITTER_SAMPLES, k), dtype=np.float64)
+    local = (np.quantile(scores, np.linspace(0, 1, _SPLITTER_SAMPLES), axis=0) if n
+             else np.zeros((_SPLITTER_SAMPLES, k)))
+    everyone = np.empty((comm.size, _SPLITTER_SAMPLES, k), dtype=np.float64)
     comm.Allgather(np.ascontiguousarray(local, dtype=np.float64), everyone)
-    weight = np.repeat(allgather_int(n, comm).astype(np.float64), SPLITTER_SAMPLES)
+    weight = np.repeat(allgather_int(n, comm).astype(np.float64), _SPLITTER_SAMPLES)
     samples = everyone.reshape(-1, k)
     targets = np.arange(1, comm.size) / comm.size * weight.sum()
     bounds = np.empty((k, comm.size - 1))
@@ -234,13 +234,13 @@ def split_metrics(logits, labels, task, metric, comm) -> dict:
     MPI = mpi()
     logits = np.asarray(logits)
     entries = labels.size if task == "multilabel" else labels.shape[0]
-    counts = confusion_counts(logits, labels, task)
+    counts = _confusion_counts(logits, labels, task)
     if task == "multilabel":
         correct = entries - counts[1].sum() - counts[2].sum()
     else:
         correct = counts[0].sum()
     # float64 holds every count exactly (below 2**53), so one Allreduce carries them with the loss
-    sums = np.concatenate([[node_losses_sum(logits, labels, task) if entries else 0.0, entries, correct],
+    sums = np.concatenate([[_node_losses_sum(logits, labels, task) if entries else 0.0, entries, correct],
                            counts.reshape(-1)]).astype(np.float64)
     comm.Allreduce(MPI.IN_PLACE, sums, op=MPI.SUM)
     keys = ["acc", "loss"] + ([metric_key(metric)] if metric != "acc" else [])
@@ -248,10 +248,10 @@ def split_metrics(logits, labels, task, metric, comm) -> dict:
         return dict.fromkeys(keys)
     result = {"acc": float(sums[2] / sums[1]), "loss": float(sums[0] / sums[1])}
     if metric in ("f1-micro", "f1-macro"):
-        micro, macro = f1_scores(sums[3:].reshape(3, -1))
+        micro, macro = _f1_scores(sums[3:].reshape(3, -1))
         result[metric_key(metric)] = micro if metric == "f1-micro" else macro
     elif metric == "roc-auc":
-        areas = roc_auc(*ranking_columns(logits, labels, task), comm)
+        areas = roc_auc(*_ranking_columns(logits, labels, task), comm)
         result["roc_auc"] = float(np.nanmean(areas)) if np.isfinite(areas).any() else None
     return result
 

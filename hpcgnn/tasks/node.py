@@ -20,7 +20,7 @@ from hpcgnn.tasks.metrics import CLASS_WEIGHTS, METRICS, TrainingLoss, class_wei
 from hpcgnn.tasks.registry import DatasetFacts, Task, register_task
 
 #: why a run needs a node field it lacks, and the flag that does without it
-MISSING_FIELD = {
+_MISSING_FIELD = {
     "feat": "dataset has no node features: train with --embed-dim D to learn a D-wide embedding per node instead",
     "label": "dataset has no node labels to classify: for link prediction train with --task link (on a dataset "
              "partitioned with --edge-split T,V,E)",
@@ -34,7 +34,7 @@ def require_fields(graph, data, fields):
     does without it."""
     for field in fields:
         if field not in graph.ndata:
-            raise InputError(os.path.join(data, "meta.json"), MISSING_FIELD[field], "node_fields", field)
+            raise InputError(os.path.join(data, "meta.json"), _MISSING_FIELD[field], "node_fields", field)
 
 
 def feature_width(graph) -> int:

@@ -51,7 +51,7 @@ from hpcgnn.sampling import SAMPLERS, sampler_spec
 from hpcgnn.training.config import stored_config
 
 
-def checkpoint_name(epoch) -> str:
+def _checkpoint_name(epoch) -> str:
     """Local. The file name of the checkpoint taken after ``epoch`` epochs."""
     return f"epoch-{epoch:04d}.pt"
 
@@ -62,24 +62,24 @@ def rank_shard_path(directory, epoch, rank) -> str:
 
 
 #: what ``latest`` and ``best`` may name: a checkpoint file of its own directory
-LATEST_NAME = re.compile(r"epoch-[0-9]{4,}\.pt")
-LATEST = "latest"
-BEST = "best"
+_LATEST_NAME = re.compile(r"epoch-[0-9]{4,}\.pt")
+_LATEST = "latest"
+_BEST = "best"
 #: the files of one checkpoint (group 1: its epoch); nothing else in a directory is ever removed
-CHECKPOINT_FILE = re.compile(r"epoch-([0-9]{4,})(?:\.pt|\.rank-[0-9]{5,}\.(?:emb|opt|vr)\.npz)")
+_CHECKPOINT_FILE = re.compile(r"epoch-([0-9]{4,})(?:\.pt|\.rank-[0-9]{5,}\.(?:emb|opt|vr)\.npz)")
 #: config keys that decide the shapes of every model's parameters
-SHAPE_KEYS = ("model", "hidden", "layers", "norm", "embed_dim")
+_SHAPE_KEYS = ("model", "hidden", "layers", "norm", "embed_dim")
 #: further keys that decide them, by model
-MODEL_SHAPE_KEYS = {"sage": ("aggregator",), "gat": ("heads",)}
+_MODEL_SHAPE_KEYS = {"sage": ("aggregator",), "gat": ("heads",)}
 #: config keys the dataset decides
 DATASET_KEYS = ("num_nodes", "feat_dim", "num_classes")
 #: what a loaded checkpoint must hold, and of which type
-STATE_TYPES = {"model": dict, "optimizer": dict, "config": dict, "epoch": int, "rng": list, "history": list}
+_STATE_TYPES = {"model": dict, "optimizer": dict, "config": dict, "epoch": int, "rng": list, "history": list}
 
 
-def shape_keys(model) -> tuple:
+def _shape_keys(model) -> tuple:
     """Local. The config keys on which a checkpoint of ``model`` must agree with a run to fit it."""
-    return SHAPE_KEYS + MODEL_SHAPE_KEYS.get(model, ())
+    return _SHAPE_KEYS + _MODEL_SHAPE_KEYS.get(model, ())
 
 
 def plain(value):
@@ -106,17 +106,17 @@ def save_checkpoint(directory, state, best=False):
     one line (given a path, torch's own writer reports only "unexpected pos").
     """
     os.makedirs(directory, exist_ok=True)
-    name = checkpoint_name(state["epoch"])
+    name = _checkpoint_name(state["epoch"])
     with atomic_path(os.path.join(directory, name), suffix=".pt") as tmp:
         with open(tmp, "wb") as fh:
             torch.save(state, fh)
-    for pointer in (LATEST, BEST) if best else (LATEST,):
+    for pointer in (_LATEST, _BEST) if best else (_LATEST,):
         with atomic_path(os.path.join(directory, pointer)) as tmp:
             with open(tmp, "w") as fh:
                 fh.write(name + "\n")
 
 
-def latest_checkpoint(directory, pointer=LATEST) -> str:
+def latest_checkpoint(directory, pointer=_LATEST) -> str:
     """Local. The path of the checkpoint file ``directory/latest`` (or ``pointer``: ``best``) names.
 
     Raises
@@ -133,7 +133,7 @@ def latest_checkpoint(directory, pointer=LATEST) -> str:
             name = fh.read(4096).decode("utf-8", errors="replace").strip()
     except OSError as exc:
         raise InputError(latest, f"unreadable ({exc.strerror})") from None
-    if not LATEST_NAME.fullmatch(name):
+    if not _LATEST_NAME.fullmatch(name):
         raise InputError(latest, "must name a checkpoint file epoch-NNNN.pt of its own directory", pointer, name)
     path = os.path.join(directory, name)
     target = os.path.realpath(path)
@@ -156,8 +156,8 @@ def chosen_checkpoint(path, latest=False) -> tuple[str, str]:
         return path, "the file given"
     if latest:
         return latest_checkpoint(path), "latest: the newest checkpoint (--latest)"
-    if os.path.lexists(os.path.join(path, BEST)):
-        return latest_checkpoint(path, BEST), "best: the epoch the run selected"
+    if os.path.lexists(os.path.join(path, _BEST)):
+        return latest_checkpoint(path, _BEST), "best: the epoch the run selected"
     return latest_checkpoint(path), "latest: the directory has no best (the run never evaluated)"
 
 
@@ -194,12 +194,12 @@ def settings_view(state, where=None) -> dict:
     return {**config.flat(), **state["facts"], "ranks": state.get("ranks")}
 
 
-def session_view(session) -> dict:
+def _session_view(session) -> dict:
     """Local. The running session's settings, as :func:`settings_view` gives a checkpoint's."""
     return {**session.config.flat(), **session.facts.as_dict(), "ranks": session.comm.size}
 
 
-def node_state(settings) -> str | None:
+def _node_state(settings) -> str | None:
     """Local. The node-indexed state a checkpoint with ``settings`` (:func:`settings_view`) holds,
     in words; None if none."""
     held = ["the learnable node embedding"] if settings.get("embed_dim") else []
@@ -221,7 +221,7 @@ def check_node_state(path, state, identity, prog="hpcgnn", warn=True) -> None:
     InputError
         Naming the checkpoint, the field ``dataset.nodes`` and both fingerprints.
     """
-    held = node_state(settings_view(state, path))
+    held = _node_state(settings_view(state, path))
     if held is None:
         return
     saved = state.get("dataset")
@@ -253,24 +253,24 @@ def prepare_directory(session, directory, resume) -> None:
     error = None
     if session.comm.rank == 0:
         try:
-            held = dataset_held(directory)
-            if held is not None and not same_dataset(held, session):
-                raise InputError(directory, f"holds the checkpoints of another dataset ({describe_dataset(held)}), "
+            held = _dataset_held(directory)
+            if held is not None and not _same_dataset(held, session):
+                raise InputError(directory, f"holds the checkpoints of another dataset ({_describe_dataset(held)}), "
                                  f"not of --data {session.config.input.data}; give this run its own "
                                  "--checkpoint-dir")
-            if not resume and os.path.lexists(os.path.join(directory, BEST)):
-                os.unlink(os.path.join(directory, BEST))
+            if not resume and os.path.lexists(os.path.join(directory, _BEST)):
+                os.unlink(os.path.join(directory, _BEST))
         except InputError as exc:
             error = exc
         except OSError as exc:
-            error = InputError(os.path.join(directory, BEST), f"cannot remove ({exc.strerror})")
+            error = InputError(os.path.join(directory, _BEST), f"cannot remove ({exc.strerror})")
     fail_together(session.comm, error, directory)
 
 
-def dataset_held(directory) -> dict | None:
+def _dataset_held(directory) -> dict | None:
     """Local. The ``dataset`` record and config of the checkpoint ``directory/latest`` names
     (``{"dataset": ..., "config": ...}``); None when it names none yet."""
-    if not os.path.isfile(os.path.join(directory, LATEST)):
+    if not os.path.isfile(os.path.join(directory, _LATEST)):
         return None  # nothing there yet (a pointer that is no regular file is refused where it is read)
     path = latest_checkpoint(directory)
     if not os.path.isfile(path):
@@ -279,8 +279,8 @@ def dataset_held(directory) -> dict | None:
     return {"dataset": state.get("dataset"), "config": settings_view(state, path)}
 
 
-def same_dataset(held, session) -> bool:
-    """Local. Whether the checkpoints ``held`` (:func:`dataset_held`) are of ``session``'s dataset.
+def _same_dataset(held, session) -> bool:
+    """Local. Whether the checkpoints ``held`` (:func:`_dataset_held`) are of ``session``'s dataset.
 
     Checkpoints older than the dataset fingerprint are compared by what the dataset decides
     of a model (node count, feature width, class count).
@@ -292,7 +292,7 @@ def same_dataset(held, session) -> bool:
     return all(held["config"].get(key) == current.get(key) for key in DATASET_KEYS if key in held["config"])
 
 
-def describe_dataset(held) -> str:
+def _describe_dataset(held) -> str:
     """Local. The dataset of checkpoints ``held`` in a few words: name, path, nodes."""
     saved = held["dataset"] if isinstance(held["dataset"], dict) else {}
     config = held["config"]
@@ -329,20 +329,20 @@ def load_checkpoint(path, current=None, keys=()) -> dict:
             state = torch.load(fh, weights_only=True)
         except Exception as exc:
             raise InputError(path, refusal(exc)) from None
-    for key, kind in STATE_TYPES.items():
+    for key, kind in _STATE_TYPES.items():
         if not isinstance(state, dict) or not isinstance(state.get(key), kind) or isinstance(state.get(key), bool):
             raise InputError(path, "malformed checkpoint (missing or mistyped entry)", "entry", key)
     if "dataset" in state and not isinstance(state["dataset"], (dict, type(None))):
         raise InputError(path, "malformed checkpoint (missing or mistyped entry)", "entry", "dataset")
     if state["epoch"] < 0:
         raise InputError(path, "malformed checkpoint", "epoch", state["epoch"])
-    refuse_non_finite(path, state)
+    _refuse_non_finite(path, state)
     if current is not None:
         check_fits(path, settings_view(state, path), current, keys)
     return state
 
 
-def refuse_non_finite(path, state):
+def _refuse_non_finite(path, state):
     """Local. Refuse a checkpoint whose parameters or optimizer state hold NaN or infinity, naming
     the first such tensor: a model saved after it diverged scores every node alike, and a run
     resumed from it diverges again."""
@@ -392,7 +392,7 @@ def check_fits(path, saved: dict, current: dict, keys):
         raise InputError(path, "checkpoint made for another model or dataset: " + "; ".join(differing))
 
 
-def rng_state() -> dict:
+def _rng_state() -> dict:
     """Local. This process's torch, numpy, Python and dropout random states, as tensors and plain values."""
     numpy_state = np.random.get_state(legacy=False)
     return {"torch": torch.get_rng_state(),
@@ -403,7 +403,7 @@ def rng_state() -> dict:
 
 
 def set_rng_state(state: dict):
-    """Local. Continue every random stream from a state saved by :func:`rng_state`."""
+    """Local. Continue every random stream from a state saved by :func:`_rng_state`."""
     torch.set_rng_state(state["torch"])
     saved = state["numpy"]
     np.random.set_state({"bit_generator": "MT19937",
@@ -441,7 +441,7 @@ def save_session(session, directory, epoch, history, best=False, keep=None):
     try:
         if shards:
             fail_together(comm, error, directory)  # a full disk on one rank fails every rank, at once
-        rngs = comm.gather(rng_state(), root=0)
+        rngs = comm.gather(_rng_state(), root=0)
         residuals = comm.gather(session.sync.state(), root=0)  # error feedback of --grad-compress, per rank
         error = None
         if comm.rank == 0:
@@ -455,7 +455,7 @@ def save_session(session, directory, epoch, history, best=False, keep=None):
                                             "grad_residual": residuals, "history": plain(history),
                                             "dataset": plain(session.dataset)}, best=best)
                 if replaced is not None and replaced != epoch and keep is not None and not keep(replaced):
-                    remove_checkpoint(directory, replaced)
+                    _remove_checkpoint(directory, replaced)
             except InputError as exc:
                 error = exc
         fail_together(comm, error, directory)
@@ -469,21 +469,21 @@ def save_session(session, directory, epoch, history, best=False, keep=None):
 def best_epoch(directory) -> int | None:
     """Local. The epoch of the checkpoint ``directory/best`` names; None if none (or not readable)."""
     try:
-        path = latest_checkpoint(directory, BEST)
+        path = latest_checkpoint(directory, _BEST)
     except InputError:
         return None
-    return int(CHECKPOINT_FILE.fullmatch(os.path.basename(path)).group(1))
+    return int(_CHECKPOINT_FILE.fullmatch(os.path.basename(path)).group(1))
 
 
-def remove_checkpoint(directory, epoch) -> None:
+def _remove_checkpoint(directory, epoch) -> None:
     """Local. Remove the files of the checkpoint taken after ``epoch`` (its ``.pt`` and every rank's
     shards), unless ``latest`` or ``best`` names it; never any other file."""
-    for pointer in (LATEST, BEST):
+    for pointer in (_LATEST, _BEST):
         with contextlib.suppress(InputError):
-            if os.path.basename(latest_checkpoint(directory, pointer)) == checkpoint_name(epoch):
+            if os.path.basename(latest_checkpoint(directory, pointer)) == _checkpoint_name(epoch):
                 return
     for name in os.listdir(directory):
-        match = CHECKPOINT_FILE.fullmatch(name)
+        match = _CHECKPOINT_FILE.fullmatch(name)
         if match and int(match.group(1)) == epoch:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(os.path.join(directory, name))
@@ -498,13 +498,13 @@ def resume_session(session, directory):
     Returns ``(epochs_done, history)``: ``(0, [])`` when there was nothing to resume.
     """
     comm = session.comm
-    current = session_view(session)
+    current = _session_view(session)
     # rank 0 decides, so that ranks never disagree on whether the run starts over
     if not comm.bcast(os.path.exists(os.path.join(directory, "latest")) if comm.rank == 0 else None, root=0):
         return 0, []
     # the same file on every rank, so a refusal here is raised by every rank alike
     path = latest_checkpoint(directory)
-    keys = shape_keys(current["model"]) + DATASET_KEYS + ("ranks", "kind") + session.task.fit_keys
+    keys = _shape_keys(current["model"]) + DATASET_KEYS + ("ranks", "kind") + session.task.fit_keys
     state = load_checkpoint(path, current, keys)
     check_node_state(path, state, session.dataset, "hpcgnn train", warn=comm.rank == 0)  # alike on every rank
     try:

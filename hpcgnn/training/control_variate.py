@@ -26,10 +26,10 @@ from hpcgnn.store import DistTensor, float_rows
 from hpcgnn.store.embedding import check_shard_layout, load_arrays, save_arrays
 
 #: owned nodes per batch of the start-up pass over the features
-INPUT_MEAN_BATCH = 4096
+_INPUT_MEAN_BATCH = 4096
 
 
-def input_means(graph, feature="feat", batch_size=INPUT_MEAN_BATCH) -> DistTensor:
+def _input_means(graph, feature="feat", batch_size=_INPUT_MEAN_BATCH) -> DistTensor:
     """Collective over graph.comm. The mean of every node's in-neighbours' ``feature`` rows (0 for
     no in-neighbours), as a DistTensor sharded like the nodes."""
     feat = graph.ndata[feature]
@@ -48,7 +48,7 @@ def input_means(graph, feature="feat", batch_size=INPUT_MEAN_BATCH) -> DistTenso
                       book=graph.book, local_data=fill)
 
 
-def history_rows(history, offsets, full_src, sampled_src, sampled_weight, counts) -> torch.Tensor:
+def _history_rows(history, offsets, full_src, sampled_src, sampled_weight, counts) -> torch.Tensor:
     """Local. ``c_v = mean over v's in-neighbours of hbar - sum over v's sampled ones of w hbar``, for
     every destination ``v`` (``offsets``/``full_src``: whole in-neighbour lists; ``sampled_src``,
     ``sampled_weight`` grouped by destination with ``counts``)."""
@@ -83,7 +83,7 @@ class ControlVariate(CollectiveResource):
 
     def __init__(self, graph, model, feature="feat"):
         self.comm = graph.comm
-        self.input_mean = input_means(graph, feature)
+        self.input_mean = _input_means(graph, feature)
         self.histories = [DistTensor((graph.num_nodes, layer.fc_neigh.in_features), np.float32, f"vr_history{i}",
                                      comm=graph.comm, book=graph.book) for i, layer in enumerate(model.layers)
                           if i > 0]
@@ -97,7 +97,7 @@ class ControlVariate(CollectiveResource):
         for i in range(1, len(blocks)):
             (offsets, full_src), (counts, sampled_src) = batch.extra["vr_full"][i], batch.extra["vr_sampled"][i]
             weight = np.repeat(1.0 / np.maximum(counts, 1), counts)
-            blocks[i].extra_rows = history_rows(self.histories[i - 1], offsets, full_src, sampled_src, weight, counts)
+            blocks[i].extra_rows = _history_rows(self.histories[i - 1], offsets, full_src, sampled_src, weight, counts)
 
     def update(self, batch, hidden):
         """Collective over comm. Write ``hidden[l]`` (layer ``l``'s activations, before dropout) as

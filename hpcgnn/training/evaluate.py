@@ -33,7 +33,7 @@ from hpcgnn.training.outputs import InferenceOutputs
 from hpcgnn.training.session import EMBEDDING_NAME
 
 
-def saved_run(state, path, graph) -> tuple[TrainConfig, DatasetFacts]:
+def _saved_run(state, path, graph) -> tuple[TrainConfig, DatasetFacts]:
     """Local. The config and dataset facts a checkpoint was trained with. Checkpoints of older
     releases stored both as one flat config, some without ``in_dim`` (then the feature width
     plus the embedding width, as the trainer built it) or ``task`` (then single-label)."""
@@ -48,7 +48,7 @@ def saved_run(state, path, graph) -> tuple[TrainConfig, DatasetFacts]:
     return config, DatasetFacts(old.get("num_nodes"), old.get("feat_dim"), old.get("num_classes", 0), kind, in_dim)
 
 
-def scored_as(which, config) -> str:
+def _scored_as(which, config) -> str:
     """Local. Why this checkpoint is scored, in words; for ``best``, by which validation value
     the run selected it."""
     if not which.startswith("best"):
@@ -76,9 +76,9 @@ def evaluate_checkpoint(options: EvaluateConfig, comm) -> dict:
     log = StageLog("evaluate", enabled=comm.rank == 0)  # a line per stage: large graphs take minutes
     if comm.rank == 0:
         print(f"evaluate: scoring {path}, epoch {state['epoch']} "
-              f"({scored_as(which, stored_config(state['config'], path))})", flush=True)
+              f"({_scored_as(which, stored_config(state['config'], path))})", flush=True)
     graph = DistGraph(options.data, comm)
-    config, facts = saved_run(state, path, graph)
+    config, facts = _saved_run(state, path, graph)
     scale_features(graph, config.input.feature_scale, where=path)  # as its training run saw them
     log(f"load {options.data}: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, {comm.size} ranks")
     check_node_state(path, state, dataset_identity(graph, comm), "hpcgnn evaluate", warn=comm.rank == 0)
@@ -89,7 +89,7 @@ def evaluate_checkpoint(options: EvaluateConfig, comm) -> dict:
     metric = task.choose_metric(options.metric or config.evaluation.metric, here,
                                 os.path.join(options.data, "meta.json"))
     config = replace(config, evaluation=replace(config.evaluation, metric=metric))
-    model = checkpoint_model(task, config, facts, state, path, options.precision)
+    model = _checkpoint_model(task, config, facts, state, path, options.precision)
     embedding = None
     if config.input.embed_dim:  # the learnable node embedding: this rank's shard beside the checkpoint
         embedding = DistEmbedding(graph.num_nodes, config.input.embed_dim, name=EMBEDDING_NAME, comm=comm,
@@ -113,11 +113,11 @@ def evaluate_checkpoint(options: EvaluateConfig, comm) -> dict:
 def model_from_checkpoint(state, graph, path=None) -> torch.nn.Module:
     """Local. The model of the loaded checkpoint ``state`` with its trained parameters (``graph``:
     the dataset, for checkpoints of older releases that did not record the input width)."""
-    config, facts = saved_run(state, path, graph)
-    return checkpoint_model(task_named(config.task.name), config, facts, state, path)
+    config, facts = _saved_run(state, path, graph)
+    return _checkpoint_model(task_named(config.task.name), config, facts, state, path)
 
 
-def checkpoint_model(task, config, facts, state, path, precision=None) -> torch.nn.Module:
+def _checkpoint_model(task, config, facts, state, path, precision=None) -> torch.nn.Module:
     """Local. The checkpoint's model with its trained parameters (in ``precision`` when given)."""
     try:
         model = task.build_model(config, facts)

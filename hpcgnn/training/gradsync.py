@@ -40,7 +40,7 @@ from hpcgnn.runtime.collectives import allreduce_
 from hpcgnn.runtime.comm import mpi
 from hpcgnn.training.config import parse_compression
 
-DEFAULT_BUCKET_MB = 1.0
+_DEFAULT_BUCKET_MB = 1.0
 
 
 class FlatGradients:
@@ -108,7 +108,7 @@ class GradientSync:
 class OverlappedSync(GradientSync):
     """Local to build. Buckets reduced with non-blocking Allreduce while backward runs."""
 
-    def __init__(self, grads, comm, bucket_mb=DEFAULT_BUCKET_MB):
+    def __init__(self, grads, comm, bucket_mb=_DEFAULT_BUCKET_MB):
         super().__init__(grads, comm)
         cap = max(1, int(bucket_mb * 2**20 / 4))
         self.buckets, self.bucket_of = [], {}
@@ -240,7 +240,7 @@ class TopkSync(GradientSync):
         g /= self.comm.size
 
 
-def build_sync(grads, comm, compress="none", overlap=False, bucket_mb=DEFAULT_BUCKET_MB) -> GradientSync:
+def build_sync(grads, comm, compress="none", overlap=False, bucket_mb=_DEFAULT_BUCKET_MB) -> GradientSync:
     """Local. The gradient reduction the flags ask for (``--grad-compress``, ``--overlap``)."""
     kind, ratio = parse_compression(compress)
     if overlap and kind != "none":

@@ -41,12 +41,12 @@ from hpcgnn.runtime.files import atomic_path, collective_atomic_path
 from hpcgnn.runtime.stages import silent
 
 MANIFEST = "embeddings.json"
-MANIFEST_FORMAT = "hpcgnn-embeddings"
+_MANIFEST_FORMAT = "hpcgnn-embeddings"
 #: the files of a set (group 1: the rank); nothing else in the directory is ever removed
-RANK_FILE = re.compile(r"embeddings-([0-9]{5,})\.h5")
+_RANK_FILE = re.compile(r"embeddings-([0-9]{5,})\.h5")
 
 
-def rank_file(rank) -> str:
+def _rank_file(rank) -> str:
     """Local. The name of rank ``rank``'s file of a set."""
     return f"embeddings-{rank:05d}.h5"
 
@@ -123,7 +123,7 @@ class InferenceOutputs:
         if not self.directory:
             return None
         comm = graph.comm
-        path = os.path.join(self.directory, rank_file(comm.rank))
+        path = os.path.join(self.directory, _rank_file(comm.rank))
         logits = np.asarray(logits)
         manifest = os.path.join(self.directory, MANIFEST)
 
@@ -146,11 +146,11 @@ class InferenceOutputs:
         error = None
         if comm.rank == 0:
             try:
-                remove_stale_files(self.directory, comm.size)
+                _remove_stale_files(self.directory, comm.size)
                 with atomic_path(manifest) as tmp:
                     with open(tmp, "w") as fh:
-                        json.dump({"format": MANIFEST_FORMAT, "version": 1,
-                                   "files": [rank_file(r) for r in range(comm.size)], "ranks": comm.size,
+                        json.dump({"format": _MANIFEST_FORMAT, "version": 1,
+                                   "files": [_rank_file(r) for r in range(comm.size)], "ranks": comm.size,
                                    "num_nodes": int(graph.num_nodes), "layer": self.layer + 1,
                                    "num_layers": self.num_layers, "task": self.task,
                                    "data": os.path.abspath(graph.path),
@@ -162,12 +162,12 @@ class InferenceOutputs:
         return path
 
 
-def remove_stale_files(directory, ranks) -> list[str]:
+def _remove_stale_files(directory, ranks) -> list[str]:
     """Local. Remove the files ``embeddings-RANK.h5`` of ``directory`` with ``RANK`` >= ``ranks``
     (an earlier set written by more ranks); the names removed. Nothing else is touched."""
     removed = []
     for name in sorted(os.listdir(directory)):
-        match = RANK_FILE.fullmatch(name)
+        match = _RANK_FILE.fullmatch(name)
         if match and int(match.group(1)) >= ranks and os.path.isfile(os.path.join(directory, name)):
             try:
                 os.unlink(os.path.join(directory, name))

@@ -30,8 +30,8 @@ from hpcgnn.tasks.metrics import EXTRA_KEYS, LINK_METRICS, metric_key
 
 #: where an epoch's time goes, per rank: the loader's phases, then the step's
 PHASES = ("sample", "gather", "compute", "allreduce", "wait")
-METRICS_FORMAT = "hpcgnn-metrics"
-METRICS_VERSION = 1
+_METRICS_FORMAT = "hpcgnn-metrics"
+_METRICS_VERSION = 1
 #: what the dataset decides (session.dataset_sizes), recorded apart from the run's settings
 DATASET_KEYS = ("num_nodes", "feat_dim", "num_classes", "kind")
 
@@ -105,7 +105,7 @@ FINAL_FIELDS = {
     "stopped_early": "true when --early-stop ended training before --epochs",
 }
 #: the --metric keys an epoch's console line shows, when evaluated (link: the ranking metrics but hits)
-METRIC_LINE_KEYS = tuple(f"{split}_{key}" for key in EXTRA_KEYS + ("auc", "ap", "mrr") for split in ("val", "test"))
+_METRIC_LINE_KEYS = tuple(f"{split}_{key}" for key in EXTRA_KEYS + ("auc", "ap", "mrr") for split in ("val", "test"))
 
 
 def header_record(session, first_epoch) -> dict:
@@ -130,7 +130,7 @@ def header_record(session, first_epoch) -> dict:
                "num_parts": graph.meta["num_parts"], "task": facts["kind"],
                **{k: facts[k] for k in DATASET_KEYS if k not in ("num_nodes", "kind")},
                **counts}
-    return {"header": True, "format": METRICS_FORMAT, "version": METRICS_VERSION,
+    return {"header": True, "format": _METRICS_FORMAT, "version": _METRICS_VERSION,
             "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "first_epoch": first_epoch + 1,
             "config": session.config.as_dict(),
@@ -181,11 +181,11 @@ def epoch_record(comm, epoch, totals, epoch_time, phases, stats=None, steps=None
     record.update(balance_record(comm, phases, epoch_time))
     record["rank_phases_s"] = comm.gather(phases, root=0)
     if stats is not None:
-        record.update(traffic_record(comm, stats))
+        record.update(_traffic_record(comm, stats))
     return record
 
 
-def traffic_record(comm, stats) -> dict:
+def _traffic_record(comm, stats) -> dict:
     """Collective over comm. The epoch's traffic between nodes, summed over ranks: MB read over the
     network, feature rows needed from other nodes, the cache's hit rate and MB it saved."""
     sums = np.array([stats.network_bytes, stats.remote_rows, stats.cache_hits, stats.cache_saved_bytes],
@@ -210,7 +210,7 @@ def final_record(comm, history, epochs, run_time_s=None, metric="acc") -> dict:
              "run_time_s": None if run_time_s is None else float(run_time_s),
              "efficiency": _median(history, "efficiency"), "load_balance": _median(history, "load_balance")}
     final.update(selection(history))
-    final.update(last_link_values(history))
+    final.update(_last_link_values(history))
     final.update(metric_selection(history, metric))
     if history:
         final["phases_s"] = {k: float(np.median([r["phases_s"][k][1] for r in history])) for k in PHASES}
@@ -240,7 +240,7 @@ def selection(history) -> dict:
     return chosen
 
 
-def last_link_values(history) -> dict:
+def _last_link_values(history) -> dict:
     """Local. Every link metric's validation and test value at the last evaluation (empty for node tasks)."""
     evaluated = [r for r in history if r.get("val_auc") is not None or r.get("test_auc") is not None]
     if not evaluated:
@@ -283,12 +283,12 @@ def explain(key, fields) -> str | None:
     return None
 
 
-def epoch_line(record) -> str:
+def _epoch_line(record) -> str:
     """Local. One console line: loss, accuracies, training time, evaluation time, parallel
     efficiency, min/max seconds of each phase."""
     ph = record["phases_s"]
     parts = " ".join(f"{k} {ph[k][0]:.2f}/{ph[k][1]:.2f}" for k in PHASES)
-    acc = "".join(f" {k} {record[k]:.4f}" for k in ("val_acc", "test_acc") + METRIC_LINE_KEYS
+    acc = "".join(f" {k} {record[k]:.4f}" for k in ("val_acc", "test_acc") + _METRIC_LINE_KEYS
                   if record.get(k) is not None)
     evaluation = f" eval {record['eval_time_s']:.2f}s" if record.get("eval_time_s") is not None else ""
     efficiency = f" eff {record['efficiency']:.2f}" if record.get("efficiency") is not None else ""
@@ -302,10 +302,10 @@ def epoch_line(record) -> str:
 
 
 #: final-record floats the console line shows after its metrics, apart from them
-RUN_KEYS = ("epoch_time_s", "eval_time_s", "run_time_s", "efficiency", "load_balance")
+_RUN_KEYS = ("epoch_time_s", "eval_time_s", "run_time_s", "efficiency", "load_balance")
 
 
-def final_line(final) -> str:
+def _final_line(final) -> str:
     """Local. The console line of the final record: its metrics, then training time per epoch,
     time per evaluation (and how many ran), the run's wall time and the parallel efficiency."""
     lead = ""
@@ -314,7 +314,7 @@ def final_line(final) -> str:
                          if k.startswith("selected_test_") and isinstance(v, float))
         lead = f"selected epoch {final['selected_epoch']} (best {final['selected_by']}): {tests} | "
     metrics = lead + " ".join(f"{k} {v:.4f}" for k, v in final.items()
-                              if isinstance(v, float) and k not in RUN_KEYS and not k.startswith("selected_"))
+                              if isinstance(v, float) and k not in _RUN_KEYS and not k.startswith("selected_"))
     run = []
     if final.get("epoch_time_s") is not None:
         run.append(f"training {final['epoch_time_s']:.2f}s/epoch")
@@ -360,12 +360,12 @@ class Reporter:
 
     def epoch(self, record):
         """Local. Print and log one epoch's record (without the per-rank phases)."""
-        self.say(epoch_line(record))
+        self.say(_epoch_line(record))
         self._write({k: v for k, v in record.items() if k != "rank_phases_s"})
 
     def final(self, final):
         """Local. Print and log the final record, then close the log."""
-        self.say(final_line(final))
+        self.say(_final_line(final))
         self._write(final)
         self.close()
 

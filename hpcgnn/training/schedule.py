@@ -23,7 +23,7 @@ from hpcgnn.runtime.flags import MAX_COUNT, Domain
 
 AUTO = "auto"
 #: the most of a run's time ``auto`` lets evaluation take
-EVAL_SHARE = 0.25
+_EVAL_SHARE = 0.25
 
 
 class EvalSchedule:
@@ -63,9 +63,9 @@ class EvalSchedule:
         self.next_epoch = epoch + self.period()
 
     def period(self) -> int:
-        """Local. Epochs between evaluations that keep them under :data:`EVAL_SHARE` of the run."""
+        """Local. Epochs between evaluations that keep them under :data:`_EVAL_SHARE` of the run."""
         ratio = float(np.median(self.ratios)) if self.ratios else 0.0
-        return max(1, math.ceil(ratio * (1 - EVAL_SHARE) / EVAL_SHARE - 1e-9))
+        return max(1, math.ceil(ratio * (1 - _EVAL_SHARE) / _EVAL_SHARE - 1e-9))
 
 
 def every(period, epoch, last) -> bool:

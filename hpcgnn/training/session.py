@@ -67,7 +67,7 @@ class Session:
         self.graph.close()
 
 
-FINITE_CHECK_ROWS = 65_536
+_FINITE_CHECK_ROWS = 65_536
 
 
 def check_finite(graph, field, comm):
@@ -82,8 +82,8 @@ def check_finite(graph, field, comm):
     if tensor is not None and (np.issubdtype(tensor.dtype, np.floating) or tensor.encoding is not None):
         local = tensor.local
         start = graph.local_nodes[0]
-        for lo in range(0, local.shape[0], FINITE_CHECK_ROWS):
-            chunk = float_rows(local[lo:lo + FINITE_CHECK_ROWS], tensor.encoding).numpy()
+        for lo in range(0, local.shape[0], _FINITE_CHECK_ROWS):
+            chunk = float_rows(local[lo:lo + _FINITE_CHECK_ROWS], tensor.encoding).numpy()
             chunk = chunk.reshape(chunk.shape[0], -1)
             bad = np.flatnonzero(~np.isfinite(chunk).all(axis=1))
             if bad.size:
@@ -125,7 +125,7 @@ def open_session(config: TrainConfig, comm) -> Session:
         embedding = DistEmbedding(graph.num_nodes, config.input.embed_dim, name=EMBEDDING_NAME, comm=comm,
                                   book=graph.book)
         embed_optimizer = SparseAdam([embedding], lr=config.input.embed_lr)
-    seed_rank_streams(config.seed, comm.rank)
+    _seed_rank_streams(config.seed, comm.rank)
     loss = task.build_loss(model, graph, config, facts)
     sync = build_sync(grads, comm, config.optimizer.grad_compress, config.optimizer.overlap,
                       config.optimizer.bucket_mb)
@@ -149,7 +149,7 @@ def thread_plan(prefetch, cores) -> tuple[int, int]:
     return depth, max(1, cores - (1 if depth else 0))
 
 
-def seed_rank_streams(seed, rank):
+def _seed_rank_streams(seed, rank):
     """Local. Seed this rank's torch, numpy, Python and dropout streams (distinct per rank)."""
     torch.manual_seed(derive_seed(seed, "torch", rank))
     np.random.seed(derive_seed(seed, "numpy", rank) % 2**32)

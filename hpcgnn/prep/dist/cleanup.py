@@ -85,7 +85,7 @@ def symmetrize(comm, graph: SpreadGraph, consume=False) -> SpreadGraph:
     return dedup(joined, consume=True)
 
 
-def component_roots(comm, graph: SpreadGraph, max_rounds=10_000) -> np.ndarray:
+def _component_roots(comm, graph: SpreadGraph, max_rounds=10_000) -> np.ndarray:
     """Collective over comm. The smallest node id of each block node's weakly connected
     component: labels flow both ways along every edge, with pointer jumping between rounds."""
     first, end = graph.block(comm.rank)
@@ -111,7 +111,7 @@ def largest_component(comm, graph: SpreadGraph) -> SpreadGraph:
     the smallest id), nodes renumbered in order and re-spread in equal blocks; ``orig_id`` keeps
     each node's id before (or the reader's, when it already had one)."""
     first, end = graph.block(comm.rank)
-    root = component_roots(comm, graph)
+    root = _component_roots(comm, graph)
     size = add_to_owners(comm, root, np.ones(root.shape[0], dtype=np.int64), graph.starts)
     local_best = int(np.argmax(size)) if size.size else 0
     candidates = comm.allgather((int(size[local_best]) if size.size else -1, -(first + local_best)))

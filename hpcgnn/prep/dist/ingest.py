@@ -112,7 +112,7 @@ class NpzArrays:
 def read_npz_spread(comm, path, name=None) -> SpreadGraph:
     """Collective over comm. Read a generic ``.npz`` graph, each rank its slice (see module
     docstring); the result is validated as the serial reader validates a Graph."""
-    return read_arrays_spread(comm, NpzArrays(path), name)
+    return _read_arrays_spread(comm, NpzArrays(path), name)
 
 
 def read_h5graph_spread(comm, path, name=None) -> SpreadGraph:
@@ -122,7 +122,7 @@ def read_h5graph_spread(comm, path, name=None) -> SpreadGraph:
     with H5GraphArrays(path) as arrays:
         stored = arrays.h5.attrs.get("name")
         stored = stored.decode() if isinstance(stored, bytes) else stored
-        return read_arrays_spread(comm, arrays, name or stored)
+        return _read_arrays_spread(comm, arrays, name or stored)
 
 
 def edge_count(arrays) -> int:
@@ -142,7 +142,7 @@ def edge_count(arrays) -> int:
     return num_edges
 
 
-def read_arrays_spread(comm, arrays, name=None) -> SpreadGraph:
+def _read_arrays_spread(comm, arrays, name=None) -> SpreadGraph:
     """Collective over comm. The graph held by ``arrays`` (:class:`NpzArrays` or
     :class:`~hpcgnn.prep.read.h5graph.H5GraphArrays`: generic ``.npz`` keys read by rows), each
     rank its slice of the edges and its block of the nodes."""

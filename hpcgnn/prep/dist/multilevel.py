@@ -41,11 +41,11 @@ from hpcgnn.runtime.stages import silent
 
 DEFAULT_COARSE_NODES = 100_000
 DEFAULT_IMBALANCE = 0.03
-CLUSTER_ROUNDS = 4
-REFINE_ROUNDS = 6
+_CLUSTER_ROUNDS = 4
+_REFINE_ROUNDS = 6
 #: a level must shrink the graph by at least this factor, or coarsening stops
-MIN_SHRINK = 0.95
-MAX_LEVELS = 30
+_MIN_SHRINK = 0.95
+_MAX_LEVELS = 30
 
 
 @dataclass
@@ -121,7 +121,7 @@ def _grant(local_ids, weights, gains, load, limit):
     return granted
 
 
-def cluster(comm, level: Level, limit, seed=0, rounds=CLUSTER_ROUNDS, ghosts=None) -> np.ndarray:
+def cluster(comm, level: Level, limit, seed=0, rounds=_CLUSTER_ROUNDS, ghosts=None) -> np.ndarray:
     """Collective over comm. Size-constrained label propagation: the cluster (a vertex id) of
     every local vertex; no cluster's weight exceeds ``limit`` in any column, unless one vertex
     alone does."""
@@ -199,7 +199,7 @@ def contract(comm, level: Level, label, ghosts) -> tuple[Level, np.ndarray]:
     return _merged(coarse_starts, coarse_first, rows - coarse_first, cols, weights, vwgt), coarse_id
 
 
-def initial_parts(comm, level: Level, num_parts, seed=0) -> np.ndarray:
+def _initial_parts(comm, level: Level, num_parts, seed=0) -> np.ndarray:
     """Collective over comm. METIS on the whole (coarsest) graph, gathered on rank 0; returns
     the parts of this rank's vertices."""
     pieces = comm.gather((np.diff(level.indptr), level.adj, level.ewgt, level.vwgt), root=0)
@@ -215,7 +215,7 @@ def initial_parts(comm, level: Level, num_parts, seed=0) -> np.ndarray:
     return comm.scatter(chunks, root=0)
 
 
-def part_loads(comm, part, vwgt, num_parts) -> np.ndarray:
+def _part_loads(comm, part, vwgt, num_parts) -> np.ndarray:
     """Collective over comm. ``[num_parts, ncon]`` summed vertex weights of every part."""
     loads = np.zeros((num_parts, vwgt.shape[1]), dtype=np.int64)
     np.add.at(loads, part, vwgt)
@@ -223,7 +223,7 @@ def part_loads(comm, part, vwgt, num_parts) -> np.ndarray:
     return loads
 
 
-def refine(comm, level: Level, part, num_parts, caps, seed=0, rounds=REFINE_ROUNDS, ghosts=None) -> np.ndarray:
+def refine(comm, level: Level, part, num_parts, caps, seed=0, rounds=_REFINE_ROUNDS, ghosts=None) -> np.ndarray:
     """Collective over comm. Label propagation over the parts (see module docstring); returns
     the new parts of the local vertices."""
     ghosts = ghosts or Ghosts(comm, level.adj, level.starts)
@@ -236,7 +236,7 @@ def refine(comm, level: Level, part, num_parts, caps, seed=0, rounds=REFINE_ROUN
         moved_any = int(comm.allreduce(int(movers.shape[0]), op=mpi().SUM))
         if moved_any == 0:
             break
-        loads = part_loads(comm, part, level.vwgt, num_parts)
+        loads = _part_loads(comm, part, level.vwgt, num_parts)
         share = np.maximum(caps - loads, 0) // comm.size  # this rank's room in every part
         granted = _grant(best[movers], level.vwgt[movers], best_conn[movers] - own_conn[movers],
                          np.zeros_like(share), share)
@@ -263,18 +263,18 @@ def multilevel_parts(comm, level: Level, num_parts, seed=0, coarse_nodes=DEFAULT
     limit = np.maximum(np.ceil(totals * imbalance / num_parts), 1).astype(np.int64)
     caps = np.ceil(totals * (1 + imbalance) / num_parts).astype(np.int64)
     levels, maps, ghosts = [level], [], [Ghosts(comm, level.adj, level.starts)]
-    while levels[-1].num_vertices > coarse_nodes and len(levels) < MAX_LEVELS:
+    while levels[-1].num_vertices > coarse_nodes and len(levels) < _MAX_LEVELS:
         fine = levels[-1]
         label = cluster(comm, fine, limit, seed + len(levels), ghosts=ghosts[-1])
         coarse, coarse_id = contract(comm, fine, label, ghosts[-1])
-        if coarse.num_vertices > MIN_SHRINK * fine.num_vertices:
+        if coarse.num_vertices > _MIN_SHRINK * fine.num_vertices:
             break
         log(f"coarsen level {len(levels)}: {coarse.num_vertices:,} vertices, "
             f"{int(comm.allreduce(coarse.adj.shape[0], op=mpi().SUM)) // 2:,} edges")
         levels.append(coarse)
         maps.append(coarse_id)
         ghosts.append(Ghosts(comm, coarse.adj, coarse.starts))
-    part = initial_parts(comm, levels[-1], num_parts, seed)
+    part = _initial_parts(comm, levels[-1], num_parts, seed)
     info = {"levels": [lv.num_vertices for lv in levels],
             "coarse_cut": edge_cut(comm, levels[-1], part, ghosts[-1])}
     log(f"METIS on the coarsest graph: {levels[-1].num_vertices:,} vertices, cut {info['coarse_cut']:,}")

@@ -30,16 +30,16 @@ from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.stages import silent
 
 #: edge-list options the byte-range reader takes (--relabel and node tables: rank 0 reads)
-BYTE_RANGE_OPTIONS = {"delimiter", "header", "id_base", "num_nodes"}
+_BYTE_RANGE_OPTIONS = {"delimiter", "header", "id_base", "num_nodes"}
 #: serial-only options: what they need is drawn over the whole graph at once
-SERIAL_ONLY = (("split", "--split", "draws a random split over all nodes"),
+_SERIAL_ONLY = (("split", "--split", "draws a random split over all nodes"),
                ("edge_split", "--edge-split", "holds out edges over the whole graph"),
                ("normalize_features", "--normalize-features", None))
 
 
-def check_options(args):
+def _check_options(args):
     """Local. Refuse options the distributed pipeline does not carry out, naming the flag."""
-    for attr, flag, why in SERIAL_ONLY:
+    for attr, flag, why in _SERIAL_ONLY:
         value = getattr(args, attr, None)
         if value not in (None, False, "dataset"):
             reason = f" ({why})" if why else ""
@@ -49,7 +49,7 @@ def check_options(args):
         raise InputError(None, f"must be at least --parts ({args.parts})", "--coarse-nodes", args.coarse_nodes)
 
 
-def read_spread(comm, args) -> tuple[SpreadGraph, str, str]:
+def _read_spread(comm, args) -> tuple[SpreadGraph, str, str]:
     """Collective over comm. The input, spread by destination, its format and how it was read
     (recorded in meta.json as ``source.read``): a generic .npz or a graph file by rows, a plain edge
     list by byte ranges, an OGB node dataset streamed by rank 0 a block at a time, any other input whole by rank 0
@@ -65,7 +65,7 @@ def read_spread(comm, args) -> tuple[SpreadGraph, str, str]:
     if fmt_name in ("npz", "h5graph"):
         read = read_npz_spread if fmt_name == "npz" else read_h5graph_spread
         return read(comm, args.input, args.name), fmt_name, "rows"
-    if fmt_name == "edgelist" and splittable(args.input) and set(options) <= BYTE_RANGE_OPTIONS:
+    if fmt_name == "edgelist" and splittable(args.input) and set(options) <= _BYTE_RANGE_OPTIONS:
         return read_edgelist_spread(comm, args.input, name=args.name, **options), fmt_name, "byte ranges"
     if fmt_name == "ogb" and not is_ogb_link(args.input) and streamable(args.input):
         return read_ogb_spread(comm, args.input, name=args.name, **options), fmt_name, "streamed by rank 0"
@@ -102,9 +102,9 @@ def balance_columns(comm, graph: SpreadGraph, balance) -> tuple[np.ndarray, list
 def partition_distributed(comm, args, out_dir, log=silent) -> dict | None:
     """Collective over comm. Read, clean, partition and write as the command line says; returns
     meta.json's content on rank 0."""
-    check_options(args)
+    _check_options(args)
     t0 = time.perf_counter()
-    graph, fmt_name, route = read_spread(comm, args)
+    graph, fmt_name, route = _read_spread(comm, args)
     read_s = time.perf_counter() - t0
     log(f"read {args.input} ({fmt_name}, {route}) on {comm.size} rank{'s' if comm.size > 1 else ''}: "
         f"{graph.num_nodes:,} nodes, {graph.num_edges(comm):,} edges")

@@ -23,8 +23,8 @@ from hpcgnn.prep.dist.blocks import Ghosts, ask_owners
 from hpcgnn.prep.dist.multilevel import DEFAULT_IMBALANCE, Level, edge_cut
 from hpcgnn.runtime.comm import mpi
 
-DEFAULT_CHUNK = 1024
-DEFAULT_PASSES = 3
+_DEFAULT_CHUNK = 1024
+_DEFAULT_PASSES = 3
 
 
 def _place(counts, loads, caps, weights):
@@ -49,8 +49,8 @@ def _place(counts, loads, caps, weights):
     return best, added
 
 
-def ldg_parts(comm, level: Level, num_parts, imbalance=DEFAULT_IMBALANCE, chunk=DEFAULT_CHUNK,
-              passes=DEFAULT_PASSES) -> tuple[np.ndarray, dict]:
+def ldg_parts(comm, level: Level, num_parts, imbalance=DEFAULT_IMBALANCE, chunk=_DEFAULT_CHUNK,
+              passes=_DEFAULT_PASSES) -> tuple[np.ndarray, dict]:
     """Collective over comm. The part of every local vertex of ``level`` by streaming greedy
     (module docstring), restreamed ``passes`` times; ``info`` has the edge cut in undirected
     edges of the level."""

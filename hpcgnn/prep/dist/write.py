@@ -25,7 +25,7 @@ from hpcgnn.runtime.files import forget, make_temp_dir, remove_temp_dir, replace
 from hpcgnn.runtime.stages import silent
 
 
-def new_ids(comm, part, num_parts) -> tuple[np.ndarray, np.ndarray]:
+def _new_ids(comm, part, num_parts) -> tuple[np.ndarray, np.ndarray]:
     """Collective over comm. ``(node_starts, new_id)``: where each part's ids begin, and the new
     id of every block node: its part's start plus its rank in input order among the part's
     nodes (blocks are in input order, so lower ranks' nodes come first)."""
@@ -41,7 +41,7 @@ def new_ids(comm, part, num_parts) -> tuple[np.ndarray, np.ndarray]:
     return node_starts, new_id
 
 
-def spread_digest(comm, graph: SpreadGraph, orig) -> EdgeDigest:
+def _spread_digest(comm, graph: SpreadGraph, orig) -> EdgeDigest:
     """Collective over comm. The :class:`~hpcgnn.prep.edge_digest.EdgeDigest` of the edges of
     ``graph`` in orig ids (``orig``: this block's), the same value the serial writer records
     for the same cleaned graph: a source's orig id is read from its owner, a destination's is local."""
@@ -60,7 +60,7 @@ def write_spread(comm, graph: SpreadGraph, part, num_parts, out_dir, partitioner
     into ``out_dir``, replaced atomically; returns meta.json's content on rank 0."""
     t0 = time.perf_counter()
     first = graph.block(comm.rank)[0]
-    node_starts, new_id = new_ids(comm, part, num_parts)
+    node_starts, new_id = _new_ids(comm, part, num_parts)
     local_dst = graph.dst - first
     # per-edge arrays in the narrowest type the totals allow: they are the writer's memory
     in_degree = np.bincount(local_dst, minlength=part.shape[0])
@@ -69,7 +69,7 @@ def write_spread(comm, graph: SpreadGraph, part, num_parts, out_dir, partitioner
     edge_starts = starts_from_counts(edge_counts)
     edge_offset = comm.exscan(graph.num_local_edges) or 0  # None on rank 0
     orig = graph.ndata.get(ORIG_ID, np.arange(first, first + part.shape[0], dtype=np.int64))
-    edge_digest = spread_digest(comm, graph, orig)
+    edge_digest = _spread_digest(comm, graph, orig)
     fields = {k: v for k, v in graph.ndata.items() if k != ORIG_ID}
     writer = (part % comm.size).astype(np.int32)
     nodes = send_to_owners(comm, writer, new_id, orig, *fields.values())

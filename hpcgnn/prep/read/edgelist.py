@@ -21,7 +21,7 @@ from hpcgnn.prep.read.text import (
 )
 from hpcgnn.runtime.errors import InputError
 
-EDGE_COLUMNS = ("src", "dst", "weight")
+_EDGE_COLUMNS = ("src", "dst", "weight")
 
 
 def guess_delimiter(line):
@@ -53,7 +53,7 @@ def edge_columns(table, text, line_number, delimiter):
             if width < 2:
                 raise InputError(table.path, f"line {line_number + offset} has 1 column; an edge needs "
                                  "src and dst", "dst", content)
-            return EDGE_COLUMNS[: min(width, 3)], width
+            return _EDGE_COLUMNS[: min(width, 3)], width
     return None
 
 

@@ -25,8 +25,8 @@ from hpcgnn.prep.graph import Graph
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.files import atomic_path
 
-FORMAT_TAG = "graph"
-VERSION = 1
+_FORMAT_TAG = "graph"
+_VERSION = 1
 CHUNK_BYTES = 4 << 20
 _NODE_GROUP, _EDGE_GROUP = "nodes", "edges"
 
@@ -37,7 +37,7 @@ def is_h5graph(path) -> bool:
         if not h5py.is_hdf5(os.fspath(path)):
             return False
         with h5py.File(path, "r") as h5:
-            return _text(h5.attrs.get("hpcgnn_format")) == FORMAT_TAG
+            return _text(h5.attrs.get("hpcgnn_format")) == _FORMAT_TAG
     except OSError:
         return False
 
@@ -63,7 +63,7 @@ def create_h5graph(path, num_nodes, num_edges, node_specs, edge_specs, name="gra
     ids = np.dtype(id_dtype(num_nodes))
     options = {"compression": "gzip", "compression_opts": 1, "shuffle": True} if compress else {}
     with h5py.File(path, "w") as h5:
-        h5.attrs.update({"hpcgnn_format": FORMAT_TAG, "version": VERSION, "num_nodes": int(num_nodes),
+        h5.attrs.update({"hpcgnn_format": _FORMAT_TAG, "version": _VERSION, "num_nodes": int(num_nodes),
                          "num_edges": int(num_edges), "name": str(name)})
         for key in ("src", "dst"):
             h5.create_dataset(key, shape=(num_edges,), dtype=ids, chunks=_chunks((num_edges,), ids), **options)
@@ -118,15 +118,15 @@ class H5GraphArrays:
         except OSError as exc:
             raise InputError(self.path, f"not a readable HDF5 file ({exc})", "format", "h5graph") from None
         attrs = self.h5.attrs
-        if _text(attrs.get("hpcgnn_format")) != FORMAT_TAG:
+        if _text(attrs.get("hpcgnn_format")) != _FORMAT_TAG:
             self.close()
             raise InputError(self.path, "is not a hpcgnn graph file (write one with hpcgnn convert)",
                              "hpcgnn_format", _text(attrs.get("hpcgnn_format")))
         version = attrs.get("version")
         version = int(version) if np.ndim(version) == 0 and isinstance(version, (int, np.integer)) else version
-        if not isinstance(version, int) or not 1 <= version <= VERSION:
+        if not isinstance(version, int) or not 1 <= version <= _VERSION:
             self.close()
-            raise InputError(self.path, f"is a graph file version this hpcgnn cannot read (it reads 1 to {VERSION})",
+            raise InputError(self.path, f"is a graph file version this hpcgnn cannot read (it reads 1 to {_VERSION})",
                              "version", version)
         self.members = {}
         for key in ("src", "dst"):

@@ -20,9 +20,9 @@ from hpcgnn.format.fields import MASKS
 from hpcgnn.prep.graph import Graph, as_index_array
 from hpcgnn.runtime.errors import InputError
 
-EDGE_KEY = "edges"
-FEATURE_KEY = "node_features"
-LABEL_KEY = "node_labels"
+_EDGE_KEY = "edges"
+_FEATURE_KEY = "node_features"
+_LABEL_KEY = "node_labels"
 # (plural key, singular key, graph field)
 _MASK_KEYS = tuple((kind + "_masks", kind + "_mask", field) for kind, field in zip(("train", "val", "test"), MASKS))
 
@@ -41,24 +41,24 @@ def _load(path):
 
 
 def _edges(path, arrays):
-    if EDGE_KEY not in arrays:
-        raise InputError(path, "missing required array", EDGE_KEY, f"found {sorted(arrays)}")
-    edges = as_index_array(path, EDGE_KEY, arrays.pop(EDGE_KEY))
+    if _EDGE_KEY not in arrays:
+        raise InputError(path, "missing required array", _EDGE_KEY, f"found {sorted(arrays)}")
+    edges = as_index_array(path, _EDGE_KEY, arrays.pop(_EDGE_KEY))
     if edges.ndim == 2 and edges.shape[0] == 2 and edges.shape[1] != 2:
         edges = edges.T
     if edges.ndim != 2 or edges.shape[1] != 2:
-        raise InputError(path, "must be [E, 2] (source, destination per row)", EDGE_KEY, list(edges.shape))
+        raise InputError(path, "must be [E, 2] (source, destination per row)", _EDGE_KEY, list(edges.shape))
     return np.ascontiguousarray(edges[:, 0]), np.ascontiguousarray(edges[:, 1])
 
 
 def _labels(path, labels):
     if labels.ndim != 1 or labels.dtype.kind not in "iuf":
-        raise InputError(path, "must be a 1-D numeric array", LABEL_KEY, f"{labels.dtype}{list(labels.shape)}")
+        raise InputError(path, "must be a 1-D numeric array", _LABEL_KEY, f"{labels.dtype}{list(labels.shape)}")
     if labels.dtype.kind == "f":
         labels = np.where(np.isnan(labels), -1, labels)  # NaN: an unlabelled node
         whole = np.isfinite(labels) & (labels == np.round(labels))
         if not whole.all():
-            raise InputError(path, "labels must be whole numbers", LABEL_KEY, float(labels[~whole][0]))
+            raise InputError(path, "labels must be whole numbers", _LABEL_KEY, float(labels[~whole][0]))
     return labels.astype(np.int64)
 
 
@@ -128,13 +128,13 @@ def read_heterophily(path, split_index=None, name=None) -> Graph:
     arrays = _load(path)
     src, dst = _edges(path, arrays)
     ndata = {}
-    if FEATURE_KEY in arrays:
-        feat = np.asarray(arrays.pop(FEATURE_KEY))
+    if _FEATURE_KEY in arrays:
+        feat = np.asarray(arrays.pop(_FEATURE_KEY))
         if feat.ndim != 2 or feat.dtype.kind not in "biuf":
-            raise InputError(path, "must be a 2-D numeric array", FEATURE_KEY, f"{feat.dtype}{list(feat.shape)}")
+            raise InputError(path, "must be a 2-D numeric array", _FEATURE_KEY, f"{feat.dtype}{list(feat.shape)}")
         ndata["feat"] = feat.astype(np.float32, copy=False)
-    if LABEL_KEY in arrays:
-        ndata["label"] = _labels(path, np.asarray(arrays.pop(LABEL_KEY)))
+    if _LABEL_KEY in arrays:
+        ndata["label"] = _labels(path, np.asarray(arrays.pop(_LABEL_KEY)))
     rows = [values.shape[0] for values in ndata.values()]
     num_nodes = rows[0] if rows else int(max(src.max(initial=-1), dst.max(initial=-1)) + 1)
     masks = _masks(path, arrays, num_nodes)

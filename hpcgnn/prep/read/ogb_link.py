@@ -38,7 +38,7 @@ from hpcgnn.runtime.errors import InputError
 SPLIT_FILES = (("valid", "val"), ("test", "test"))
 
 
-def link_schemes(directory) -> list:
+def _link_schemes(directory) -> list:
     """Local. Split schemes of ``directory`` holding a ``train.pt`` (an OGB link layout), sorted."""
     return [scheme for scheme in split_schemes(directory)
             if os.path.isfile(os.path.join(os.fspath(directory), "split", scheme, "train.pt"))]
@@ -48,7 +48,7 @@ def is_ogb_link(directory) -> bool:
     """Local. Whether ``directory`` (or its parent, given its ``raw/``) is an OGB link dataset:
     some ``split/<scheme>/train.pt`` rather than a node split's ``train.csv.gz``."""
     directory = dataset_root(directory)
-    return bool(link_schemes(directory))
+    return bool(_link_schemes(directory))
 
 
 def read_ogb_any(directory, split=None, name=None, chunk_bytes=DEFAULT_CHUNK_BYTES) -> Graph:
@@ -58,7 +58,7 @@ def read_ogb_any(directory, split=None, name=None, chunk_bytes=DEFAULT_CHUNK_BYT
     return reader(directory, split=split, name=name, chunk_bytes=chunk_bytes)
 
 
-def load_split_file(path) -> dict:
+def _load_split_file(path) -> dict:
     """Local. An OGB ``.pt`` split file as ``{key: numpy array}``, loaded with
     ``torch.load(weights_only=True)``; InputError naming the file for anything but a dict of
     tensors or arrays."""
@@ -115,10 +115,10 @@ def _eval_set(path, arrays):
     return EvalEdges(src, dst, neg), "edge_neg" in arrays and neg is None
 
 
-def read_link_split(directory, scheme=None):
+def _read_link_split(directory, scheme=None):
     """Local. The validation and test edges of ``split/<scheme>`` as a LinkSplit (no training
     count, no drawn negatives yet). Default scheme: the only one, else the first sorted."""
-    schemes = link_schemes(directory)
+    schemes = _link_schemes(directory)
     if scheme is None:
         scheme = schemes[0]
     elif scheme not in schemes:
@@ -128,7 +128,7 @@ def read_link_split(directory, scheme=None):
         path = os.path.join(directory, "split", scheme, f"{stem}.pt")
         if not os.path.isfile(path):
             raise InputError(path, "required OGB split file missing", stem, "<absent>")
-        sets[name], pool = _eval_set(path, load_split_file(path))
+        sets[name], pool = _eval_set(path, _load_split_file(path))
         pools.append(pool)
     link = LinkSplit(sets["val"], sets["test"], split="dataset",
                      negatives="dataset" if all(s.neg is not None for s in sets.values()) else "uniform")
@@ -169,7 +169,7 @@ def read_ogb_link(directory, split=None, name=None, chunk_bytes=DEFAULT_CHUNK_BY
         raise InputError(os.path.join(raw, "edge.csv.gz"), "required OGB file missing", "edge", "<absent>")
     edges = read_numeric_table(edge_path, np.int64, names=["src", "dst"], order="F", chunk_bytes=chunk_bytes)
     src, dst = edges[:, 0], edges[:, 1]
-    link = read_link_split(directory, split)
+    link = _read_link_split(directory, split)
     count_path = find_file(raw, "num-node-list")
     num_nodes = single_count(count_path, "num_nodes") if count_path else 1 + max(
         int(ids.max()) for ids in (src, dst, link.val.src, link.val.dst, link.test.src, link.test.dst) if ids.size)

@@ -25,9 +25,9 @@ import scipy.sparse as sp
 from hpcgnn.prep.graph import Graph, check_memory, check_sparse_ids
 from hpcgnn.runtime.errors import InputError
 
-PICKLED_PARTS = ("x", "y", "tx", "ty", "allx", "ally", "graph")
-PARTS = PICKLED_PARTS + ("test.index",)
-PUBLIC_VAL_SIZE = 500
+_PICKLED_PARTS = ("x", "y", "tx", "ty", "allx", "ally", "graph")
+PARTS = _PICKLED_PARTS + ("test.index",)
+_PUBLIC_VAL_SIZE = 500
 
 try:  # numpy >= 2 moved the pickling helpers; old pickles still name numpy.core
     from numpy._core import multiarray as _multiarray
@@ -213,7 +213,7 @@ def read_planetoid(directory_or_prefix, name=None) -> Graph:
         if not os.path.isfile(path):
             raise InputError(path, "missing Planetoid file", part, f"ind.{name}.{part}")
     loaded = {}
-    for part in PICKLED_PARTS:
+    for part in _PICKLED_PARTS:
         with open(files[part], "rb") as fh:
             loaded[part] = safe_pickle_load(fh, files[part], part)
     test_index = _read_test_index(files["test.index"])
@@ -264,7 +264,7 @@ def read_planetoid(directory_or_prefix, name=None) -> Graph:
             raise InputError(files["graph"], f"{field} node id out of range [0, {num_nodes})", "graph", bad)
     masks = {key: np.zeros(num_nodes, dtype=bool) for key in ("train_mask", "val_mask", "test_mask")}
     masks["train_mask"][:num_train] = True
-    masks["val_mask"][num_train:min(num_train + PUBLIC_VAL_SIZE, num_known)] = True
+    masks["val_mask"][num_train:min(num_train + _PUBLIC_VAL_SIZE, num_known)] = True
     masks["test_mask"][test_index] = True
     ndata = {"feat": features, "label": labels, **masks}
     graph = Graph(num_nodes, src, dst, ndata, {}, name=name, source=os.path.join(directory, f"ind.{name}"))
