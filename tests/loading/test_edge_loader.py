@@ -16,12 +16,14 @@ def positive_pairs(batch) -> set:
 def batches_leaking_positives(graph, *flags) -> list:
     """Per batch of one epoch of the training command's link loader (its defaults, and ``flags``):
     how many of its block edges are one of its positive pairs, either way round."""
+    from hpcgnn.sampling import SamplerRun, sampler_spec
     from hpcgnn.tasks.link import build_link_loader
     from hpcgnn.training.config import parse_train_config
-    from hpcgnn.training.session import build_sampler
 
-    args = parse_train_config(["--data", graph.path, "--task", "link", "--batch-size", "64", *flags])
-    loader = build_link_loader(graph, args, build_sampler(graph, args, None), prefetch=0)
+    config = parse_train_config(["--data", graph.path, "--task", "link", "--batch-size", "64", *flags])
+    sampler = sampler_spec(config.sampler.name).build(graph, config.sampler.options,
+                                                      SamplerRun(config.model.layers, config.seed))
+    loader = build_link_loader(graph, config, sampler, prefetch=0)
     try:
         leaks = []
         for batch in loader:

@@ -16,21 +16,20 @@ FLAGS = ("--hidden", "8", "--fanouts", "3,3", "--batch-size", "50", "--no-progre
 
 def train(capsys, data, *extra):
     """``hpcgnn train`` in this process: its stdout lines, and the history of the run."""
-    from hpcgnn.train import main
-    from hpcgnn.training import loop
+    from hpcgnn.cli import train as command
 
     runs = []
-    original = loop.run
+    original = command.run
 
-    def recording(args, comm):
-        runs.append(original(args, comm))
+    def recording(config, comm):
+        runs.append(original(config, comm))
         return runs[-1]
 
-    loop.run = recording
+    command.run = recording
     try:
-        assert main(["--data", data, *FLAGS, *extra]) == 0
+        assert command.main(["--data", data, *FLAGS, *extra]) == 0
     finally:
-        loop.run = original
+        command.run = original
     model, history = runs[0]
     return capsys.readouterr().out.splitlines(), model, history
 
