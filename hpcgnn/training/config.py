@@ -15,6 +15,7 @@ What the dataset decides (node count, classes, feature width) is not configurati
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import math
 import os
 import tomllib
@@ -281,6 +282,8 @@ def parse_train_config(argv=None) -> TrainConfig:
         raise InputError(None, "is required", "--data")
     if not os.path.isdir(config.input.data):
         raise InputError(config.input.data, "dataset directory not found", "--data")
+    if config.output.plot and importlib.util.find_spec("matplotlib") is None:  # refused before training, not after
+        raise InputError(None, "needs matplotlib (pip install 'hpcgnn[plot]')", "--plot", config.output.plot)
     return config
 
 

@@ -113,3 +113,15 @@ def test_the_old_metrics_spelling_still_works_with_a_note(tmp_path, capsys):
     assert "config key 'metrics' is deprecated" in capsys.readouterr().err
     assert parse_train_config([*data, "--metrics-file", "n.jsonl"]).output.metrics_file == "n.jsonl"
     assert capsys.readouterr().err == ""
+
+
+def test_plot_without_matplotlib_is_refused_before_training(tmp_path, monkeypatch):
+    """A wheel installed without the plot extra: --plot is refused at start, not after the run."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    with pytest.raises(InputError, match=r"field '--plot': needs matplotlib \(pip install 'hpcgnn\[plot\]'\)"):
+        parse_train_config(["--data", str(tmp_path), "--plot", str(tmp_path / "plots")])
+    monkeypatch.setattr(importlib.util, "find_spec", real)
+    assert parse_train_config(["--data", str(tmp_path), "--plot", "p"]).output.plot == "p"
