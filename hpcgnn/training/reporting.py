@@ -32,7 +32,7 @@ from hpcgnn.tasks.metrics import EXTRA_KEYS, LINK_METRICS, metric_key
 PHASES = ("sample", "gather", "compute", "allreduce", "wait")
 _METRICS_FORMAT = "hpcgnn-metrics"
 _METRICS_VERSION = 1
-#: what the dataset decides (session.dataset_sizes), recorded apart from the run's settings
+#: what the dataset decides (hpcgnn.tasks.DatasetFacts), recorded apart from the run's settings
 DATASET_KEYS = ("num_nodes", "feat_dim", "num_classes", "kind")
 
 EPOCH_FIELDS = {

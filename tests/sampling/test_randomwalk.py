@@ -149,10 +149,13 @@ def test_flags_that_do_not_apply_are_refused(tmp_path, flags, needle):
 def test_a_random_walk_model_is_evaluated_on_random_walk_neighbourhoods():
     from hpcgnn.sampling.randomwalk import RandomWalkSampler
     from hpcgnn.tasks.inference import inference_sampler
+    from hpcgnn.training.config import train_config
 
-    sampler = inference_sampler({"sampler": "randomwalk", "walks": 5, "walk_length": 2, "topk": 3, "seed": 4})
+    walks = {"sampler": "randomwalk", "walks": 5, "walk_length": 2, "topk": 3, "seed": 4}
+    sampler = inference_sampler(train_config(walks))
     assert isinstance(sampler, RandomWalkSampler) and sampler.num_layers == 1
     assert (sampler.walks, sampler.walk_length, sampler.topk) == (5, 2, 3)
-    assert sampler.seed == inference_sampler({"sampler": "randomwalk", "walks": 5, "walk_length": 2, "topk": 3,
-                                              "seed": 4}).seed  # repeatable evaluations
-    assert inference_sampler({"sampler": "neighbor"}) is None and inference_sampler({"sampler": "cluster"}) is None
+    assert sampler.seed == inference_sampler(train_config(walks)).seed  # repeatable evaluations
+    assert sampler.seed != inference_sampler(train_config(dict(walks, seed=5))).seed
+    assert inference_sampler(train_config({"sampler": "neighbor"})) is None
+    assert inference_sampler(train_config({"sampler": "cluster"})) is None
