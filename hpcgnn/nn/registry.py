@@ -8,24 +8,21 @@ from __future__ import annotations
 
 from hpcgnn.nn.config import ModelConfig
 from hpcgnn.nn.models import GAT, GCN, SAGE, set_precision
+from hpcgnn.runtime.registry import Registry
 
 #: name -> builder(config, in_dim, num_classes) -> model
-MODELS = {}
+MODELS = Registry("model")
 
 
 def register(name, builder):
     """Local. Make ``builder(config, in_dim, num_classes)`` available as ``--model name``."""
-    if name in MODELS:
-        raise ValueError(f"model {name!r} is already registered")
-    MODELS[name] = builder
+    MODELS.add(name, builder)
 
 
 def build_model(config: ModelConfig, in_dim: int, num_classes: int):
     """Local. The model ``config.model`` names, for ``in_dim`` input features and ``num_classes``
     outputs, shaped by ``config`` (``hidden``, ``layers``, ``dropout``, ``norm``, ``precision``)."""
-    if config.model not in MODELS:
-        raise ValueError(f"unknown model {config.model!r} (choose from {', '.join(MODELS)})")
-    model = MODELS[config.model](config, in_dim, num_classes)
+    model = MODELS.named(config.model)(config, in_dim, num_classes)
     set_precision(model, config.precision)
     return model
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from hpcgnn.runtime.options import declared
+from hpcgnn.runtime.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -85,22 +86,17 @@ SUBGRAPH_BATCHES = tuple((setting, value, "a batch is a subgraph of the rank's p
                          for setting, value in (("batch_size", AT_DEFAULT), ("cache_mb", AT_DEFAULT), ("task", "node")))
 
 #: name -> SamplerSpec, in registration order (the order of ``--sampler``'s choices)
-SAMPLERS: dict[str, SamplerSpec] = {}
+SAMPLERS = Registry("sampler")
 
 
 def register_sampler(spec: SamplerSpec) -> SamplerSpec:
     """Local. Make ``spec`` available as ``--sampler spec.name``."""
-    if spec.name in SAMPLERS:
-        raise ValueError(f"sampler {spec.name!r} is already registered")
-    SAMPLERS[spec.name] = spec
-    return spec
+    return SAMPLERS.add(spec.name, spec)
 
 
 def sampler_spec(name) -> SamplerSpec:
     """Local. The registered sampler ``name`` (KeyError naming the choices if none)."""
-    if name not in SAMPLERS:
-        raise KeyError(f"unknown sampler {name!r} (choose from {', '.join(SAMPLERS)})")
-    return SAMPLERS[name]
+    return SAMPLERS.named(name)
 
 
 def option_owners() -> dict:

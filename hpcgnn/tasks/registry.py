@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from hpcgnn.runtime.registry import Registry
 from hpcgnn.tasks.metrics import choose_metric
 
 
@@ -93,19 +94,14 @@ class Task:
 
 
 #: name -> Task instance, in registration order (the order of ``--task``'s choices)
-TASKS: dict[str, Task] = {}
+TASKS = Registry("task")
 
 
 def register_task(task: Task) -> Task:
     """Local. Make ``task`` (an instance) available as ``--task task.name``."""
-    if task.name in TASKS:
-        raise ValueError(f"task {task.name!r} is already registered")
-    TASKS[task.name] = task
-    return task
+    return TASKS.add(task.name, task)
 
 
 def task_named(name) -> Task:
     """Local. The registered task ``name`` (KeyError naming the choices if none)."""
-    if name not in TASKS:
-        raise KeyError(f"unknown task {name!r} (choose from {', '.join(TASKS)})")
-    return TASKS[name]
+    return TASKS.named(name)
