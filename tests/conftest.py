@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -50,6 +51,36 @@ def kill_tree(proc):
             victim.kill()
         except (psutil.NoSuchProcess, ProcessLookupError):
             pass
+
+
+def finish(proc, timeout=120):
+    """``(exit status, stdout, stderr)`` of a launched job; a job still running after ``timeout``
+    seconds is killed (every process under it) and the test fails as a hang."""
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_tree(proc)
+        out, err = proc.communicate()
+        pytest.fail(f"hang: the job did not end within {timeout}s\n{err[-3000:]}")
+    return proc.returncode, out, err
+
+
+def rank_process(proc, rank, timeout=60):
+    """The psutil process of MPI rank ``rank`` under the launched job ``proc`` (MPICH sets
+    PMI_RANK), waiting up to ``timeout`` seconds for it to start."""
+
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            try:
+                if "python" in child.name() and child.environ().get("PMI_RANK") == str(rank):
+                    return child
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+        time.sleep(0.1)
+    pytest.fail(f"rank {rank} never started")
 
 
 def in_mpi_child():

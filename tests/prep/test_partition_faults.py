@@ -13,12 +13,11 @@ import subprocess
 import sys
 import time
 
-import psutil
 import pytest
 
 from hpcgnn.prep.read import write_npz
 from hpcgnn.testing.graphs import clustered_graph
-from tests.conftest import kill_tree, mpiexec_path
+from tests.conftest import finish, kill_tree, mpiexec_path, rank_process
 from tests.prep.test_read_streams import assert_dataset_holds, big_edges
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -33,16 +32,6 @@ def partition(nranks, *args):
                             start_new_session=True)
 
 
-def finish(proc, timeout=120):
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill_tree(proc)
-        out, err = proc.communicate()
-        pytest.fail(f"hang: the job did not end within {timeout}s (the outer timeout)\n{err[-3000:]}")
-    return proc.returncode, out, err
-
-
 def wait_for(predicate, proc, what, timeout=120, skip_if_finished=False):
     deadline = time.monotonic() + timeout
     while not predicate() and proc.poll() is None and time.monotonic() < deadline:
@@ -54,16 +43,6 @@ def wait_for(predicate, proc, what, timeout=120, skip_if_finished=False):
             # the write window is short: a loaded machine can let the whole job finish between polls
             pytest.skip(f"the job finished before {what} could be seen, so it could not be signalled mid-write")
         pytest.fail(f"never saw {what}: {proc.communicate()[1][-3000:]}")
-
-
-def rank_of(proc, rank):
-    for child in psutil.Process(proc.pid).children(recursive=True):
-        try:
-            if "python" in child.name() and child.environ().get("PMI_RANK") == str(rank):
-                return child
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    pytest.fail(f"no rank {rank}")
 
 
 def lock_of(out):
@@ -127,7 +106,7 @@ def test_a_stopped_rank_ends_a_partition_with_the_watchdog_line(tmp_path, stoppe
     job = partition(2, fifo, "--parts", 2, "--out", out, "--watchdog-s", 2)
     try:
         wait_for(lambda: os.path.exists(lock_of(out)), job, "the job's lock")
-        rank_of(job, stopped).send_signal(signal.SIGSTOP)
+        rank_process(job, stopped).send_signal(signal.SIGSTOP)
         code, _, err = finish(job)
     finally:
         kill_tree(job)
@@ -156,7 +135,7 @@ def test_a_signal_to_one_rank_mid_write_leaves_no_temporaries(tmp_path, medium_n
     try:
         temporary = os.path.join(glob.escape(str(tmp_path)), ".out.tmp-*")
         wait_for(lambda: glob.glob(temporary), job, "the temporary output directory", skip_if_finished=True)
-        rank1 = rank_of(job, 1)
+        rank1 = rank_process(job, 1)
         wait_for(lambda: glob.glob(os.path.join(temporary, "part-00000.h5")), job,
                  "rank 0's part file in the temporary directory", skip_if_finished=True)
         if stopped == 1:
@@ -166,8 +145,8 @@ def test_a_signal_to_one_rank_mid_write_leaves_no_temporaries(tmp_path, medium_n
             rank1.send_signal(signal.SIGSTOP)
         if stopped == 0:
             # rank 1 waits inside MPI for its part, writing nothing: only what it tracks goes
-            rank_of(job, 0).send_signal(signal.SIGSTOP)
-        rank_of(job, target).send_signal(signum)
+            rank_process(job, 0).send_signal(signal.SIGSTOP)
+        rank_process(job, target).send_signal(signum)
         if target == stopped:
             rank1.send_signal(signal.SIGCONT)  # a stopped process acts on the signal once it runs
         code, _, err = finish(job)

@@ -14,7 +14,7 @@ import time
 import psutil
 import pytest
 
-from tests.conftest import kill_tree, mpiexec_path
+from tests.conftest import finish, kill_tree, mpiexec_path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -27,16 +27,6 @@ def launch(nranks, *args, preexec_fn=None):
 
 def ranks_of(proc, script):
     return [p for p in psutil.Process(proc.pid).children(recursive=True) if script in " ".join(p.cmdline())]
-
-
-def finish(proc, timeout=120):
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill_tree(proc)
-        out, err = proc.communicate()
-        pytest.fail(f"hang: the job did not end within {timeout}s\n{err[-3000:]}")
-    return proc.returncode, out, err
 
 
 def error_lines(err, prog):

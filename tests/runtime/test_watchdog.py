@@ -7,10 +7,9 @@ import sys
 import textwrap
 import time
 
-import psutil
 import pytest
 
-from tests.conftest import kill_tree, mpiexec_path
+from tests.conftest import kill_tree, mpiexec_path, rank_process
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -30,20 +29,6 @@ def run_job(nranks, args, timeout, on_start=None):
     finally:
         kill_tree(proc)
     return proc.returncode, out, err
-
-
-def rank_process(proc, rank, timeout=60):
-    """The psutil process of MPI rank ``rank`` under ``proc`` (MPICH sets PMI_RANK)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for child in psutil.Process(proc.pid).children(recursive=True):
-            try:
-                if "python" in child.name() and child.environ().get("PMI_RANK") == str(rank):
-                    return child
-            except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue
-        time.sleep(0.1)
-    pytest.fail(f"rank {rank} never started")
 
 
 @pytest.fixture(scope="module")
