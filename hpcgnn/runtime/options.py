@@ -96,12 +96,6 @@ def options_from(cls, values, **fixed):
     return cls(**dict(given, **fixed))
 
 
-def changed(instance) -> dict:
-    """Local. The option fields of ``instance`` that differ from their defaults, by name."""
-    return {f.name: getattr(instance, f.name) for f, _ in declared(type(instance))
-            if getattr(instance, f.name) != f.default}
-
-
 def as_dict(instance) -> dict:
     """Local. The fields of a (nested) options dataclass as plain data (tuples become lists)."""
     def plain(value):
