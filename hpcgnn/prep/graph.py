@@ -60,6 +60,12 @@ class Graph:
     #: (a reader's own split, or ``--edge-split`` once applied), else None. The transforms keep
     #: it, renumbering it when they renumber the nodes.
     link: object = None
+    #: A typed graph (:mod:`hpcgnn.prep.typed`): its :class:`~hpcgnn.format.schema.Schema`, the first
+    #: input id of every node type (``type_offsets`` [T + 1]) and the per-type node fields
+    #: (``{type: {field: array}}``); None, None and empty for a homogeneous graph.
+    schema: object = None
+    type_offsets: object = None
+    typed_fields: dict = field(default_factory=dict)
 
     @property
     def num_edges(self) -> int:
