@@ -1,0 +1,377 @@
+"""RGCN on a typed graph with IGBH's schema, hpcgnn and DGL 2.1 side by side in one run: training
+seeds per second at equal accuracy, and per-relation sampling seeds per second.
+
+    python bench/hetero_speed.py                 # the issue's graph: >= 2M nodes, >= 20M edges
+    python bench/hetero_speed.py --quick         # a few thousand nodes: a smoke test of seconds
+    python bench/hetero_speed.py --threads 2 --epochs 2 --fanouts 10,15 --batch-size 1000
+
+Graph   IGBH's schema (paper, author, institute, fos; cites, written_by, affiliated_to, topic and
+        their rev_ reverses), planted learnable labels on papers, features on every type, drawn
+        once per size and seed (bench/work/hetero_*). hpcgnn gets it partitioned into
+        ``--threads`` METIS parts (hpcgnn.prep.partition.partition_graph); DGL the same edges,
+        features, labels and split as one npz (the typed exchange layout bench/dgl_hetero.py reads:
+        per relation ``<src>__<rel>__<dst>__src``/``__dst`` in type-local ids, ``feat__<type>``,
+        the labelled type's ``label`` and masks, ``schema`` as JSON).
+Model   RGCN, 2 layers: per-type Linear input projection to ``--hidden``, per relation a weight
+        and the mean over the relation's sampled in-neighbours, summed over relations, plus a
+        self-loop weight and bias; ReLU and dropout between layers; Adam. hpcgnn:
+        ``--model rgcn --sampler relational``; DGL: its rgcn-hetero example's RelGraphConvLayer
+        (HeteroGraphConv of GraphConv per relation) on blocks of its heterogeneous NeighborSampler.
+Batches ``--fanouts`` in-neighbours per node, layer AND relation, input layer first (both sides'
+        order); ``--batch-size`` seeds per batch (hpcgnn: per rank and step).
+Threads hpcgnn runs ``--threads`` MPI ranks of one thread each; DGL one process of ``--threads``
+        threads (its single-machine training; DistDGL needs a launcher and servers not set up here).
+Figures training seeds/s: hpcgnn the median epoch's training papers / epoch seconds (slowest
+        rank, evaluation excluded); DGL its median epoch likewise. Sampling seeds/s: the samplers
+        alone (hpcgnn: every rank sampling its own share of training seeds, seeds of all ranks /
+        slowest rank's seconds; DGL: its DataLoader iterating blocks, no features). Accuracy:
+        both by full-neighbourhood layer-wise inference after ``--epochs`` epochs, on the papers
+        of val_mask and test_mask.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SEP = "__"
+#: per size: nodes (all types together) and edges before reverses; papers carry the labels
+SIZES = {"quick": {"nodes": 6_000, "edges": 30_000, "feat_dim": 32, "classes": 8},
+         "full": {"nodes": 2_000_000, "edges": 10_000_000, "feat_dim": 128, "classes": 16}}
+
+
+# ---------------------------------------------------------------------------------------------
+# the graph
+
+def _draw_graph(size, seed):
+    """An IGBH-schema typed graph (hpcgnn.prep.generate_hetero when it is there)."""
+    try:
+        from hpcgnn.prep import generate_hetero
+    except ImportError:
+        generate_hetero = None
+    if generate_hetero is not None and hasattr(generate_hetero, "hetero_graph"):
+        return generate_hetero.hetero_graph(num_nodes=size["nodes"], num_edges=size["edges"],
+                                            feat_dim=size["feat_dim"], num_classes=size["classes"], seed=seed,
+                                            add_reverse=True)
+    return _planted_igbh(size, seed)
+
+
+def _planted_igbh(size, seed):
+    """A small IGBH-schema graph with labels planted on papers (class-dependent features and
+    citations mostly within a class); built with prep.typed.typed_graph."""
+    from hpcgnn.prep.typed import typed_graph
+
+    rng = np.random.default_rng(seed)
+    shares = {"paper": 0.4, "author": 0.45, "institute": 0.01, "fos": 0.14}
+    counts = {t: max(2, int(size["nodes"] * s)) for t, s in shares.items()}
+    edge_shares = {"cites": 0.4, "written_by": 0.25, "affiliated_to": 0.1, "topic": 0.25}
+    ends = {"cites": ("paper", "paper"), "written_by": ("paper", "author"),
+            "affiliated_to": ("author", "institute"), "topic": ("paper", "fos")}
+    classes, dim = size["classes"], size["feat_dim"]
+    label = rng.integers(0, classes, counts["paper"])
+    by_class = [np.flatnonzero(label == c) for c in range(classes)]
+    relations = []
+    for rel, share in edge_shares.items():
+        n = int(size["edges"] * share)
+        src_t, dst_t = ends[rel]
+        src = rng.integers(0, counts[src_t], n)
+        dst = rng.integers(0, counts[dst_t], n)
+        if rel == "cites":  # 80% of citations stay within the citing paper's class
+            same = rng.random(n) < 0.8
+            for c in range(classes):
+                pick = same & (label[src] == c)
+                dst[pick] = rng.choice(by_class[c], int(pick.sum()))
+        relations.append((src_t, rel, dst_t, src, dst))
+    centroids = rng.standard_normal((classes, dim)).astype(np.float32)
+    fields = {t: {"feat": rng.standard_normal((n, dim)).astype(np.float32)} for t, n in counts.items()}
+    fields["paper"]["feat"] = 0.5 * centroids[label] + fields["paper"]["feat"]
+    split = rng.random(counts["paper"])
+    masks = {"train_mask": split < 0.6, "val_mask": (split >= 0.6) & (split < 0.8), "test_mask": split >= 0.8}
+    return typed_graph(counts, relations, typed_fields=fields, target="paper", label=label, masks=masks,
+                       name="igbh_planted", source="bench/hetero_speed.py", add_reverse=True)
+
+
+def _limit_train(graph, train_papers, seed):
+    """Keep ``train_papers`` of the training papers (seeded), so an epoch is a fixed number of
+    batches whatever the generator's split; val and test stay."""
+    mask = graph.ndata["train_mask"]
+    ids = np.flatnonzero(mask)
+    if train_papers and ids.shape[0] > train_papers:
+        keep = np.random.default_rng(seed).choice(ids, train_papers, replace=False)
+        mask[:] = False
+        mask[keep] = True
+
+
+def write_exchange(graph, path):
+    """The typed exchange npz DGL's side reads (module docstring), written through a temporary file."""
+    from hpcgnn.format.schema import ETYPE
+    from hpcgnn.runtime.files import atomic_path
+
+    schema, offsets = graph.schema, graph.type_offsets
+    arrays = {"schema": np.array(json.dumps({"node_types": list(schema.node_types),
+                                             "relations": [list(r) for r in schema.relations],
+                                             "target": schema.target}))}
+    for t, name in enumerate(schema.node_types):
+        arrays[f"num_nodes{SEP}{name}"] = np.int64(offsets[t + 1] - offsets[t])
+        feat = graph.typed_fields.get(name, {}).get("feat")
+        if feat is not None:
+            arrays[f"feat{SEP}{name}"] = np.asarray(feat, dtype=np.float32)
+    etype = graph.edata[ETYPE]
+    for r, (src_type, rel, dst_type) in enumerate(schema.relations):
+        pick = np.flatnonzero(etype == r)
+        key = SEP.join((src_type, rel, dst_type))
+        arrays[key + SEP + "src"] = graph.src[pick] - offsets[schema.type_index(src_type)]
+        arrays[key + SEP + "dst"] = graph.dst[pick] - offsets[schema.type_index(dst_type)]
+    t = schema.type_index(schema.target)
+    lo, hi = offsets[t], offsets[t + 1]
+    for name in ("label", "train_mask", "val_mask", "test_mask"):
+        if name in graph.ndata:
+            arrays[name] = graph.ndata[name][lo:hi]
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as fh:
+            np.savez(fh, **arrays)
+
+
+def ensure_inputs(args):
+    """Draw (once per size, seed and training count) the graph, its exchange npz and its parts;
+    return ``(npz path, parts directory, graph facts)``."""
+    from hpcgnn.prep.partition import partition_graph
+    from hpcgnn.runtime.files import atomic_path
+
+    tag = f"hetero_{args.size}_s{args.seed}_t{args.train_papers}"
+    npz = os.path.join(common.WORK, tag + ".npz")
+    facts_path = os.path.join(common.WORK, tag + ".json")
+    parts = os.path.join(common.WORK, f"{tag}_p{args.threads}")
+    os.makedirs(common.WORK, exist_ok=True)
+    have = os.path.exists(npz) and os.path.exists(facts_path) and os.path.exists(os.path.join(parts, "meta.json"))
+    if have and not args.fresh:
+        with open(facts_path) as fh:
+            return npz, parts, json.load(fh)
+    t0 = time.perf_counter()
+    graph = _draw_graph(SIZES[args.size], args.seed)
+    _limit_train(graph, args.train_papers, args.seed)
+    t_draw = time.perf_counter() - t0
+    write_exchange(graph, npz)
+    t0 = time.perf_counter()
+    partition_graph(graph, parts, args.threads, method="metis", seed=args.seed)
+    t_part = time.perf_counter() - t0
+    offsets = graph.type_offsets
+    counts = np.bincount(graph.edata["etype"], minlength=graph.schema.num_relations)
+    facts = {"name": graph.name, "nodes": int(graph.num_nodes), "edges": int(graph.src.shape[0]),
+             "nodes_by_type": {t: int(offsets[i + 1] - offsets[i]) for i, t in enumerate(graph.schema.node_types)},
+             "edges_by_relation": {r: int(c) for r, c in zip(graph.schema.relation_names, counts)},
+             "train_papers": int(graph.ndata["train_mask"].sum()), "val_papers": int(graph.ndata["val_mask"].sum()),
+             "test_papers": int(graph.ndata["test_mask"].sum()),
+             "classes": int(graph.ndata["label"].max()) + 1, "draw_s": round(t_draw, 1),
+             "partition_s": round(t_part, 1)}
+    with atomic_path(facts_path) as tmp, open(tmp, "w") as fh:
+        json.dump(facts, fh)
+    return npz, parts, facts
+
+
+# ---------------------------------------------------------------------------------------------
+# hpcgnn's side
+
+def _mpiexec(ranks, argv, what):
+    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    done = subprocess.run([mpiexec, "-n", str(ranks), sys.executable, *argv], capture_output=True, text=True,
+                          env=dict(common.serial_env(), OMP_NUM_THREADS="1"))
+    if done.returncode:
+        sys.stderr.write(done.stdout[-3000:] + done.stderr[-3000:])
+        raise RuntimeError(f"{what} failed: {' '.join(argv)}")
+    return done.stdout
+
+
+def model_flags(args) -> list:
+    return ["--model", "rgcn", "--sampler", "relational", "--fanouts", args.fanouts, "--batch-size",
+            str(args.batch_size), "--hidden", str(args.hidden), "--lr", str(args.lr), "--dropout", str(args.dropout),
+            "--feature-scale", "none", "--seed", str(args.seed)]
+
+
+def hpcgnn_training(args, parts) -> dict:
+    """``--epochs`` epochs of hpcgnn.train, evaluated after the last; figures from its metrics file."""
+    metrics = os.path.join(common.WORK, f"hetero_speed_{args.size}_p{args.threads}.jsonl")
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    _mpiexec(args.threads, ["-m", "hpcgnn.train", "--data", parts, *model_flags(args), "--epochs", str(args.epochs),
+                            "--eval-every", "0", "--metrics-file", metrics, "--no-progress"], "hpcgnn.train")
+    with open(metrics) as fh:
+        records = [json.loads(line) for line in fh if line.strip()]
+    epochs = [r for r in records if "epoch" in r and not r.get("final") and "epoch_time_s" in r]
+    final = records[-1]
+    times = [r["epoch_time_s"] for r in epochs]
+    seen = [r["train_seen"] for r in epochs]
+    median = int(np.argsort(times)[len(times) // 2])
+    return {"epoch_time_s": times, "loss": [r.get("loss") for r in epochs], "steps": epochs[-1]["steps"],
+            "seeds_per_s": seen[median] / times[median], "phases_s": final.get("phases_s"),
+            "val_acc": epochs[-1].get("val_acc", final.get("val_acc")),
+            "test_acc": epochs[-1].get("test_acc", final.get("test_acc")),
+            "eval_time_s": final.get("eval_time_s")}
+
+
+def hpcgnn_sampling(args, parts) -> dict:
+    out = _mpiexec(args.threads, [os.path.abspath(__file__), "sample-worker", parts, "--fanouts", args.fanouts,
+                                  "--batch-size", str(args.batch_size), "--sample-batches", str(args.sample_batches),
+                                  "--seed", str(args.seed)], "the sampling worker")
+    return json.loads(next(line for line in out.splitlines() if line.startswith("{")))
+
+
+def sample_worker(argv):
+    """One rank of the sampler-alone measurement (run under mpiexec by :func:`hpcgnn_sampling`):
+    the relational sampler on batches of this rank's training papers, ``--sample-batches`` timed
+    after 3 warm-up ones; rank 0 prints seeds of all ranks / the slowest rank's seconds."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("parts")
+    parser.add_argument("--fanouts")
+    parser.add_argument("--batch-size", type=int)
+    parser.add_argument("--sample-batches", type=int)
+    parser.add_argument("--seed", type=int)
+    args = parser.parse_args(argv)
+    from hpcgnn import DistGraph, node_split
+    from hpcgnn.runtime.abort import install_abort_hook
+    from hpcgnn.runtime.allocator import keep_heap_memory
+    from hpcgnn.runtime.comm import mpi, world
+    from hpcgnn.sampling.relational import RelationalSampler, layer_fanouts
+
+    keep_heap_memory()  # as hpcgnn.train does
+    MPI = mpi()
+    install_abort_hook()
+    comm = world()
+    graph = DistGraph(args.parts, comm)
+    train = node_split("train_mask", graph, seed=args.seed)
+    sampler = RelationalSampler(layer_fanouts(graph.schema, [int(f) for f in args.fanouts.split(",")], ""),
+                                seed=args.seed)
+    rng = np.random.default_rng(args.seed + comm.rank)
+    warmup = 3
+    batches = [rng.choice(train, min(args.batch_size, train.shape[0]), replace=False)
+               for _ in range(warmup + args.sample_batches)]
+    comm.Barrier()
+    seen, edges, nodes, t0 = 0, [], [], None
+    for i, seeds in enumerate(batches):
+        if i == warmup:
+            comm.Barrier()
+            t0 = time.perf_counter()
+        batch = sampler.sample(graph, seeds, seed=i)
+        if i >= warmup:
+            seen += seeds.shape[0]
+            edges.append([b.num_edges for b in batch.blocks])
+            nodes.append([b.num_src for b in batch.blocks] + [batch.blocks[-1].num_dst])
+    elapsed = time.perf_counter() - t0
+    slowest = comm.allreduce(elapsed, op=MPI.MAX)
+    total = comm.allreduce(seen, op=MPI.SUM)
+    if comm.rank == 0:
+        row = {"seconds": slowest, "seeds_per_s": total / slowest, "batches_per_rank": args.sample_batches}
+        # rank 0's batches: the blocks' sizes beside DGL's
+        row["edges_per_block"] = np.mean(edges, axis=0).round().astype(int).tolist()
+        row["nodes_per_layer"] = np.mean(nodes, axis=0).round().astype(int).tolist()
+        print(json.dumps(row), flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# DGL's side
+
+def dgl_runs(args, npz) -> dict:
+    """bench/dgl_hetero.py in DGL's virtualenv: ``{"load"|"sampling"|"training": its JSON line}``."""
+    python = common.dgl_python()
+    if python is None:
+        sys.exit("hetero_speed.py: error: DGL 2.1's virtualenv is missing: build it with "
+                 "bash ../shared/anchor_dgl/setup.sh (or set DGLENV), or run with --no-dgl")
+    done = subprocess.run([python, os.path.join(HERE, "dgl_hetero.py"), npz, "--fanouts", args.fanouts,
+                           "--batch-size", str(args.batch_size), "--hidden", str(args.hidden), "--lr", str(args.lr),
+                           "--dropout", str(args.dropout), "--epochs", str(args.epochs), "--threads",
+                           str(args.threads), "--sample-batches", str(args.sample_batches * args.threads),
+                           "--seed", str(args.seed)],
+                          capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS=str(args.threads)))
+    if done.returncode:
+        sys.stderr.write(done.stdout[-3000:] + done.stderr[-3000:])
+        raise RuntimeError("dgl_hetero.py failed")
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return {row["what"]: row for row in rows}
+
+
+# ---------------------------------------------------------------------------------------------
+
+def _ratio(a, b):
+    return a / b if a is not None and b else float("nan")
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "sample-worker":
+        return sample_worker(sys.argv[2:])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="a graph of a few thousand nodes: a smoke test")
+    parser.add_argument("--threads", type=int, default=2, help="hpcgnn ranks of one thread; DGL's threads")
+    parser.add_argument("--fanouts", default="10,15", help="per layer (input layer first) and relation")
+    parser.add_argument("--batch-size", type=int, default=1000)
+    parser.add_argument("--hidden", type=int, default=256)
+    parser.add_argument("--lr", type=float, default=0.003)
+    parser.add_argument("--dropout", type=float, default=0.5)
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--train-papers", type=int, default=None,
+                        help="keep this many training papers (default: 40,000; --quick: all)")
+    parser.add_argument("--sample-batches", type=int, default=20, help="timed sampler batches per hpcgnn rank "
+                        "(DGL: as many in all)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fresh", action="store_true", help="draw and partition the graph again")
+    parser.add_argument("--no-dgl", action="store_true", help="hpcgnn's side only")
+    parser.add_argument("--json", help="append this run's record here instead of bench/results/hetero_speed.json")
+    args = parser.parse_args()
+    args.size = "quick" if args.quick else "full"
+    if args.train_papers is None:
+        args.train_papers = 0 if args.quick else 40_000
+    if args.quick:
+        args.batch_size = min(args.batch_size, 200)
+    common.print_header("RGCN on an IGBH-schema typed graph: hpcgnn and DGL 2.1 side by side")
+    t0 = time.perf_counter()
+    npz, parts, facts = ensure_inputs(args)
+    print(f"# graph: {facts['nodes']:,} nodes {facts['nodes_by_type']}, {facts['edges']:,} edges "
+          f"{facts['edges_by_relation']}; {facts['train_papers']:,} training papers, {facts['classes']} classes "
+          f"(ready in {time.perf_counter() - t0:.0f} s)", flush=True)
+    print(f"# recipe: RGCN 2 x {args.hidden}, fanouts {args.fanouts} per relation, batch {args.batch_size}, "
+          f"{args.epochs} epochs, {args.threads} hpcgnn ranks / DGL threads", flush=True)
+    ours = {"training": hpcgnn_training(args, parts), "sampling": hpcgnn_sampling(args, parts)}
+    print("# hpcgnn: " + json.dumps(ours), flush=True)
+    theirs = {} if args.no_dgl else dgl_runs(args, npz)
+    if theirs:
+        print("# DGL: " + json.dumps(theirs), flush=True)
+    rows = []
+    mine_t, dgl_t = ours["training"], theirs.get("training", {})
+    mine_s, dgl_s = ours["sampling"], theirs.get("sampling", {})
+    rows.append({"what": "training seeds/s", "hpcgnn": mine_t["seeds_per_s"], "DGL 2.1": dgl_t.get("epoch_seeds_per_s"),
+                 "ratio": _ratio(mine_t["seeds_per_s"], dgl_t.get("epoch_seeds_per_s"))})
+    rows.append({"what": "sampling seeds/s (per relation)", "hpcgnn": mine_s["seeds_per_s"],
+                 "DGL 2.1": dgl_s.get("seeds_per_s"), "ratio": _ratio(mine_s["seeds_per_s"], dgl_s.get("seeds_per_s"))})
+    for split in ("val_acc", "test_acc"):
+        a, b = mine_t.get(split), dgl_t.get(split)
+        rows.append({"what": f"{split.replace('_acc', '')} accuracy %", "hpcgnn": None if a is None else 100 * a,
+                     "DGL 2.1": None if b is None else 100 * b,
+                     "difference": None if a is None or b is None else 100 * (a - b)})
+    print(f"\n| {args.threads} ranks / threads | hpcgnn | DGL 2.1 | hpcgnn / DGL |\n|---|---|---|---|")
+    for row in rows:
+        if "ratio" in row:
+            theirs_fig = f"{row['DGL 2.1']:,.0f}" if row["DGL 2.1"] else "-"
+            print(f"| {row['what']} | {row['hpcgnn']:,.0f} | {theirs_fig} | {row['ratio']:.2f}x |")
+        else:
+            diff = f"{row['difference']:+.1f} points" if row["difference"] is not None else "-"
+            print(f"| {row['what']} | {_fmt(row['hpcgnn'])} | {_fmt(row['DGL 2.1'])} | {diff} |")
+    common.record(rows, path=args.json, title="RGCN on an IGBH-schema typed graph, hpcgnn vs DGL 2.1",
+                  graph=facts, recipe={k: getattr(args, k) for k in ("size", "threads", "fanouts", "batch_size",
+                                                                     "hidden", "lr", "dropout", "epochs", "seed")},
+                  hpcgnn=ours, dgl=theirs)
+
+
+def _fmt(x):
+    return f"{x:.1f}" if x is not None else "-"
+
+
+if __name__ == "__main__":
+    main()
