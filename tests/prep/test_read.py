@@ -436,6 +436,7 @@ def test_reader_arguments(tmp_path):
     args = parser.parse_args(["g.npz", "--format", "npz", "--delimiter", "tab"])
     with pytest.raises(InputError, match=r"g\.npz: field '--delimiter': option does not apply to format npz"):
         reader_options(args, args.input)
-    assert set(FORMATS) == {"npz", "h5graph", "edgelist", "planetoid", "shchur", "ogb", "mat", "heterophily"}
+    assert set(FORMATS) == {"npz", "h5graph", "edgelist", "planetoid", "shchur", "ogb", "mat", "heterophily",
+                            "rdf"}
     with pytest.raises(SystemExit):
         parser.parse_args(["x", "--header", "--no-header"])

@@ -26,17 +26,22 @@ from hpcgnn.prep.read.ogb import read_ogb
 from hpcgnn.prep.read.ogb_link import read_ogb_any, read_ogb_link
 from hpcgnn.prep.read.planetoid import PARTS as PLANETOID_PARTS
 from hpcgnn.prep.read.planetoid import locate_planetoid, read_planetoid
+from hpcgnn.prep.read.rdf import is_ntriples_name, read_rdf
 from hpcgnn.prep.read.shchur import ADJACENCY_PREFIXES, read_shchur
 from hpcgnn.prep.read.text import require_regular
+from hpcgnn.prep.read.typed_common import DEFAULT_VAL_FRACTION
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.flags import MAX_COUNT, MAX_NODES, Domain
 
-FORMATS = ("npz", "h5graph", "edgelist", "planetoid", "shchur", "ogb", "mat", "heterophily")
+FORMATS = ("npz", "h5graph", "edgelist", "planetoid", "shchur", "ogb", "mat", "heterophily", "rdf")
+#: the formats whose reader returns a typed graph (:mod:`hpcgnn.prep.typed`)
+TYPED_FORMATS = ("rdf",)
 EDGELIST_EXTENSIONS = (".csv", ".tsv", ".txt", ".edges", ".el")
 #: formats read by seeking in the file (zip members, HDF5 and MATLAB structures): never a pipe
 SEEKING_EXTENSIONS = (".npz", ".mat", ".h5", ".hdf5")
 _READERS = {"npz": read_npz, "h5graph": read_h5graph, "edgelist": read_edgelist, "planetoid": read_planetoid,
-            "shchur": read_shchur, "ogb": read_ogb_any, "mat": read_mat, "heterophily": read_heterophily}
+            "shchur": read_shchur, "ogb": read_ogb_any, "mat": read_mat, "heterophily": read_heterophily,
+            "rdf": read_rdf}
 # Reader keyword -> (command-line flag, default, attribute on the argparse namespace).
 _FLAGS = {"delimiter": ("--delimiter", None, "delimiter"), "header": ("--header", None, "header"),
           "id_base": ("--id-base", 0, "id_base"), "num_nodes": ("--num-nodes", None, "num_nodes"),
@@ -48,7 +53,13 @@ _FLAGS = {"delimiter": ("--delimiter", None, "delimiter"), "header": ("--header"
           "attributes_var": ("--mat-attributes", None, "mat_attributes"),
           "labels_var": ("--mat-labels", None, "mat_labels"),
           "features_var": ("--mat-features", None, "mat_features"),
-          "split_index": ("--split-index", None, "split_index")}
+          "split_index": ("--split-index", None, "split_index"),
+          "labels": ("--labels", None, "labels"), "test_labels": ("--test-labels", None, "test_labels"),
+          "entity_column": ("--entity-column", None, "entity_column"),
+          "val_fraction": ("--val-fraction", DEFAULT_VAL_FRACTION, "val_fraction")}
+# Reader keyword -> attribute of a flag another part of the command owns: passed to the readers
+# that take it, never refused for the others (``--split-seed`` also seeds partition's --split).
+_SHARED_FLAGS = {"split_seed": "split_seed"}
 # Options of an edge list's node table, which read_graph joins after read_edgelist.
 _NODE_TABLE_OPTIONS = ("node_table", "label_column", "table_features")
 # What parsers (numpy, zipfile, gzip, pickle, csv) raise on a truncated, empty or foreign file.
@@ -58,7 +69,8 @@ _FORMAT_OPTIONS = {"npz": (), "h5graph": (), "planetoid": (), "shchur": (), "ogb
                    "edgelist": ("delimiter", "header", "id_base", "num_nodes", "relabel") + _NODE_TABLE_OPTIONS,
                    "mat": ("adjacency_var", "attributes_var", "labels_var", "features_var", "label_column",
                            "table_features"),
-                   "heterophily": ("split_index",)}
+                   "heterophily": ("split_index",),
+                   "rdf": ("labels", "test_labels", "entity_column", "label_column", "val_fraction", "split_seed")}
 
 __all__ = ["FORMATS", "add_reader_arguments", "detect_format", "join_node_table", "read_edgelist", "read_graph",
            "read_h5graph", "read_heterophily", "read_mat", "read_npz", "read_ogb", "read_ogb_link", "read_planetoid",
@@ -110,8 +122,11 @@ def detect_format(path) -> str:
             return "ogb"
         if any(e.startswith("ind.") and e.endswith(".graph") for e in os.listdir(path)):
             return "planetoid"
-        raise InputError(path, "directory holds neither an OGB dataset (raw/edge.csv.gz) nor Planetoid "
-                         f"files (ind.<name>.graph); {_formats_hint()}", "format", "<directory>")
+        if any(is_ntriples_name(e) for e in os.listdir(path)):
+            return "rdf"
+        raise InputError(path, "directory holds neither an OGB dataset (raw/edge.csv.gz), Planetoid files "
+                         "(ind.<name>.graph) nor an N-Triples file (.nt); "
+                         f"{_formats_hint()}", "format", "<directory>")
     if not os.path.exists(path):
         if _is_planetoid_prefix(path):
             return "planetoid"
@@ -135,6 +150,8 @@ def detect_format(path) -> str:
             return "h5graph"
         raise InputError(path, "is not a hpcgnn graph file (an HDF5 graph is written by hpcgnn convert or "
                          f"hpcgnn generate); {_formats_hint()}", "format", "h5graph")
+    if is_ntriples_name(base):
+        return "rdf"
     stem = base[:-3] if base.endswith(".gz") else base
     extension = os.path.splitext(stem)[1]
     if extension in EDGELIST_EXTENSIONS or sniff_edgelist(path):
@@ -282,6 +299,20 @@ def add_reader_arguments(parser):
     nodes.add_argument("--no-table-features", dest="table_features", action="store_false",
                        help="keep the table's other columns out of feat (otherwise: a node table's numeric "
                             "columns as they are, a .mat table's integer codes one-hot)")
+    typed = parser.add_argument_group("typed graphs (RDF, MAGNN, OGB heterogeneous, typed npz, typed .mat)")
+    typed.add_argument("--labels", default=None, metavar="FILE",
+                       help="RDF: the training entities' label file, tab-separated with a header "
+                            "(default: trainingSet.tsv beside the triples)")
+    typed.add_argument("--test-labels", default=None, metavar="FILE",
+                       help="RDF: the test entities' label file (default: testSet.tsv beside the triples)")
+    typed.add_argument("--entity-column", default=None, metavar="COL",
+                       help="RDF: the label files' entity column (default: the column whose values are all "
+                            "nodes of the graph); --label-column names the label column (default: label...)")
+    typed.add_argument("--val-fraction", type=Domain(float, ge=0, lt=1), default=DEFAULT_VAL_FRACTION,
+                       metavar="F",
+                       help="RDF, MAGNN with --hgb-split: the files give train and test only, so a stratified "
+                            "fraction F of the training nodes is held out for validation, seeded by "
+                            f"--split-seed (default {DEFAULT_VAL_FRACTION}; 0: no validation set)")
     for role, what in (("adjacency", "the adjacency"), ("attributes", "the attribute table of --label-column"),
                        ("labels", "the labels"), ("features", "the features")):
         nodes.add_argument(f"--mat-{role}", default=None, metavar="NAME",
@@ -327,4 +358,8 @@ def reader_options(args, path=None, format=None):
         if key not in _FORMAT_OPTIONS[format]:
             raise InputError(path if path is not None else "<command line>",
                              f"option does not apply to format {format}", flag, _shown(value))
-    return {key: value for key, (_, value) in given.items()}
+    options = {key: value for key, (_, value) in given.items()}
+    for key, attribute in _SHARED_FLAGS.items():
+        if key in _FORMAT_OPTIONS[format] and getattr(args, attribute, None) is not None:
+            options[key] = getattr(args, attribute)
+    return options

@@ -1,0 +1,144 @@
+"""Typed readers on small files each test writes: RDF N-Triples with label files, MAGNN's npz
+layout (and HGB's split), the typed npz layout, OGB's heterogeneous raw layout and MATLAB files
+of per-relation matrices. Each test compares the typed graph with what it wrote, relation by
+relation; the bad inputs of each are refused in one line naming file, field and value."""
+from __future__ import annotations
+
+import gzip
+import os
+
+import numpy as np
+import pytest
+
+from hpcgnn.format.schema import ETYPE
+from hpcgnn.prep.read import detect_format, read_graph
+from hpcgnn.runtime.errors import InputError
+
+SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "data")
+
+
+def relation_edges(graph, rel):
+    """``(src, dst)`` of relation ``rel``, ids local to each end's type, sorted by (src, dst)."""
+    schema = graph.schema
+    r = schema.relation_index(rel)
+    src_type, _, dst_type = schema.relations[r]
+    keep = graph.edata[ETYPE] == r
+    src = graph.src[keep] - graph.type_offsets[schema.type_index(src_type)]
+    dst = graph.dst[keep] - graph.type_offsets[schema.type_index(dst_type)]
+    order = np.lexsort((dst, src))
+    return src[order], dst[order]
+
+
+def pairs(src, dst):
+    return sorted(zip(np.asarray(src).tolist(), np.asarray(dst).tolist()))
+
+
+def one_line(exc):
+    text = str(exc.value)
+    assert "\n" not in text
+    return text
+
+
+# ---------------------------------------------------------------------------------------------- RDF
+
+EX = "http://example.org/"
+TRIPLES = [
+    f"<{EX}p1> <{EX}onto#worksWith> <{EX}p2> .",
+    f"<{EX}p2> <{EX}onto#worksWith> <{EX}p3> .",
+    f"<{EX}p1> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> <{EX}Person> .",
+    f"<{EX}p2> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> <{EX}Person> .",
+    "# a comment line",
+    "",
+    f'<{EX}p3> <{EX}onto#name> "Ann \\"A\\" Smith"@en .',
+    f'<{EX}p4> <{EX}onto#name> "1999"^^<http://www.w3.org/2001/XMLSchema#gYear> .',
+    f'<{EX}p5> <{EX}onto#name> "1999" .',
+    f"_:b7 <{EX}other/type> <{EX}p4> .",
+    f"<{EX}p5> <{EX}onto#worksWith> <{EX}p6> .",
+    f"<{EX}p6> <{EX}onto#worksWith> _:b7 .",
+]
+# term -> node id in order of first appearance
+NODES = [f"<{EX}p1>", f"<{EX}p2>", f"<{EX}p3>", f"<{EX}Person>", '"Ann \\"A\\" Smith"@en', f"<{EX}p4>",
+         '"1999"^^<http://www.w3.org/2001/XMLSchema#gYear>', f"<{EX}p5>", '"1999"', "_:b7", f"<{EX}p6>"]
+TRAIN = {"p1": "gA", "p2": "gB", "p3": "gA", "p4": "gB", "p5": "gA"}
+TEST = {"p6": "gB"}
+
+
+def write_rdf(directory, triples=TRIPLES, train=TRAIN, test=TEST, compress=True, header="person\tid\tlabel_group"):
+    os.makedirs(directory, exist_ok=True)
+    text = "\n".join(triples) + "\n"
+    path = os.path.join(directory, "kg.nt.gz" if compress else "kg.nt")
+    if compress:
+        with gzip.open(path, "wt", encoding="utf-8") as fh:
+            fh.write(text)
+    else:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    for name, rows in (("trainingSet.tsv", train), ("testSet.tsv", test)):
+        with open(os.path.join(directory, name), "w", newline="") as fh:  # CRLF, as the R-GCN files
+            fh.write(header + "\r\n")
+            for i, (entity, label) in enumerate(rows.items()):
+                fh.write(f"{EX}{entity}\t{i}.0\t{EX}{label}\r\n")
+    return path
+
+
+def test_rdf_nodes_relations_inverses_and_labels(tmp_path):
+    path = write_rdf(tmp_path / "kg")
+    assert detect_format(path) == "rdf" and detect_format(tmp_path / "kg") == "rdf"
+    graph = read_graph(tmp_path / "kg", val_fraction=0.0)
+    assert graph.schema.node_types == ("entity",)
+    assert graph.num_nodes == len(NODES)  # literals are nodes; "1999" and "1999"^^gYear are two
+    names = graph.schema.relation_names
+    assert names == ("worksWith", "type", "name", "type_2", "rev_worksWith", "rev_type", "rev_name", "rev_type_2")
+    assert graph.notes["relations"]["type_2"] == f"{EX}other/type"
+    ids = {term: i for i, term in enumerate(NODES)}
+    works = [(f"<{EX}p1>", f"<{EX}p2>"), (f"<{EX}p2>", f"<{EX}p3>"), (f"<{EX}p5>", f"<{EX}p6>"),
+             (f"<{EX}p6>", "_:b7")]
+    expect = pairs([ids[s] for s, _ in works], [ids[d] for _, d in works])
+    assert pairs(*relation_edges(graph, "worksWith")) == expect
+    assert pairs(*relation_edges(graph, "rev_worksWith")) == sorted((d, s) for s, d in expect)
+    assert pairs(*relation_edges(graph, "type_2")) == [(ids["_:b7"], ids[f"<{EX}p4>"])]
+    label = graph.ndata["label"]
+    assert graph.notes["class_names"] == [f"{EX}gA", f"{EX}gB"]
+    for entity, cls in {**TRAIN, **TEST}.items():
+        assert label[ids[f"<{EX}{entity}>"]] == (0 if cls == "gA" else 1)
+    assert (label[[ids[t] for t in NODES if t[1:-1].rsplit("/", 1)[-1] not in TRAIN | TEST]] == -1).all()
+    train = {ids[f"<{EX}{e}>"] for e in TRAIN}
+    assert set(np.flatnonzero(graph.ndata["train_mask"])) == train
+    assert not graph.ndata["val_mask"].any()
+    assert set(np.flatnonzero(graph.ndata["test_mask"])) == {ids[f"<{EX}p6>"]}
+    # the same triples uncompressed read the same graph
+    plain = read_graph(write_rdf(tmp_path / "plain", compress=False), val_fraction=0.0)
+    np.testing.assert_array_equal(plain.src, graph.src)
+    np.testing.assert_array_equal(plain.edata[ETYPE], graph.edata[ETYPE])
+
+
+def test_rdf_validation_part_is_stratified_and_seeded(tmp_path):
+    many = {f"p{i}": ("gA" if i % 2 else "gB") for i in range(1, 21)}
+    triples = [f"<{EX}p{i}> <{EX}knows> <{EX}p{i + 1}> ." for i in range(1, 22)]
+    write_rdf(tmp_path, triples=triples, train=many, test={"p21": "gA"})
+    first = read_graph(tmp_path, val_fraction=0.2, split_seed=5)
+    again = read_graph(tmp_path, val_fraction=0.2, split_seed=5)
+    other = read_graph(tmp_path, val_fraction=0.2, split_seed=6)
+    val, train, label = first.ndata["val_mask"], first.ndata["train_mask"], first.ndata["label"]
+    assert np.bincount(label[val]).tolist() == [2, 2]  # 20% of each class's 10
+    assert train.sum() == 16 and not (train & val).any()
+    np.testing.assert_array_equal(again.ndata["val_mask"], val)
+    assert not np.array_equal(other.ndata["val_mask"], val)
+
+
+@pytest.mark.parametrize("change, options, field, pattern", [
+    (lambda d: open(d / "kg.nt", "a").write("<a> <b> broken .\n"), {}, "line 13", "not an N-Triples line"),
+    (lambda d: os.remove(d / "trainingSet.tsv"), {}, "--labels", "no label file"),
+    (lambda d: open(d / "testSet.tsv", "a").write(f"{EX}nobody\t9\t{EX}gA\r\n"), {}, "--entity-column",
+     "cannot tell the entity column"),
+    (None, {"label_column": "nope"}, "--label-column", "no such column"),
+    (None, {"entity_column": "id"}, "line 2", "not a node of the graph"),
+    (lambda d: open(d / "testSet.tsv", "a").write(f"{EX}p1\t9\t{EX}gA\r\n"), {}, "entity", "also in the training"),
+])
+def test_rdf_bad_input_one_line(tmp_path, change, options, field, pattern):
+    write_rdf(tmp_path, compress=False)
+    if change is not None:
+        change(tmp_path)
+    with pytest.raises(InputError, match=pattern) as exc:
+        read_graph(tmp_path / "kg.nt", **options)
+    assert f"field '{field}'" in one_line(exc)
