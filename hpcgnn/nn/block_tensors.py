@@ -52,6 +52,14 @@ class BlockTensors:
             self._matrices[kind] = CSR(self._block.indptr, self._block.src_pos, weight, self.num_src)
         return self._matrices[kind]
 
+    def derived(self, key, build):
+        """Local. ``build(block)`` (a structure other layers derive from the sampled block, such as a
+        relational layer's per-relation matrices), built on first use of ``key`` and kept with
+        the block's own matrices."""
+        if key not in self._matrices:
+            self._matrices[key] = build(self._block)
+        return self._matrices[key]
+
     @functools.cached_property
     def with_self_loops(self) -> CSR:
         """The block's adjacency with one more entry per destination, the edge from itself

@@ -21,12 +21,22 @@ class ModelConfig:
     normalisation and arithmetic. ``layers`` is None until the run's sampler settles it
     (:func:`hpcgnn.training.config.train_config`)."""
 
-    model: str = option("sage", "a registered model (hpcgnn.nn.MODELS): sage, gcn, gat")
+    model: str = option("sage", "a registered model (hpcgnn.nn.MODELS): sage, gcn, gat, and on typed graphs rgcn, "
+                        "rgat")
     aggregator: str = option("mean", "GraphSAGE aggregator", choices=("mean", "gcn"))
     hidden: int = option(256, "width of every hidden layer", type=Domain(int, ge=1, le=MAX_WIDTH))
     layers: int | None = option(None, "default: number of fanouts (2 for samplers without fanouts)",
                                 type=Domain(int, ge=1, le=MAX_LAYERS))
-    heads: int = option(4, "GAT attention heads", type=Domain(int, ge=1, le=MAX_HEADS))
+    heads: int = option(4, "GAT and R-GAT attention heads (a hidden layer is --heads x --hidden wide)",
+                        type=Domain(int, ge=1, le=MAX_HEADS))
+    regularizer: str = option("basis", "R-GCN: how each relation's weight W_r is parametrised: basis (W_r a "
+                              "learned combination of --bases shared matrices), block (W_r block-diagonal of --bases "
+                              "blocks, which must divide --hidden), none (a full W_r per relation)",
+                              choices=("basis", "block", "none"))
+    bases: int = option(0, "R-GCN: shared matrices of --regularizer basis (0: one per relation) or diagonal blocks "
+                        "of --regularizer block", type=Domain(int, ge=0, le=MAX_WIDTH))
+    no_self_loop: bool = option(False, "R-GCN and R-GAT: leave out each node's own term W_0 h_i (MLPerf's R-GAT "
+                                "has none)")
     dropout: float = option(0.5, "between layers", type=_DROPOUT)
     input_dropout: float = option(0.0, "on the input features", type=_DROPOUT)
     norm: str = option("none", "normalisation after each hidden layer", choices=("none", "batch", "layer"))

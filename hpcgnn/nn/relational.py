@@ -1,0 +1,266 @@
+"""Relational layers on typed blocks: R-GCN and R-GAT convolutions, and the per-relation
+adjacency both compute over.
+
+A typed block carries the relation id of every sampled edge (``Block.etype``, each destination's
+edges grouped by relation). :class:`RelationalAdjacency` regroups the edges once per block into
+*pairs*: one row per (relation, destination) that has edges of that relation, rows ordered by
+relation and then destination, so the rows of one relation are one contiguous run. Every
+relation's aggregation is then one compiled product over all pairs (no Python loop over edges or
+relations), the per-relation dense maps are one GEMM per relation present on that relation's
+run of rows, and a second compiled product (:attr:`RelationalAdjacency.gather`, values 1) sums
+each destination's pairs into its output row. A block without ``etype`` is the one-relation
+case: every edge is relation 0.
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+import torch
+from torch import nn
+
+from hpcgnn.nn.aggregate import CSR, spmm
+from hpcgnn.nn.attention import edge_softmax, head_spmm
+from hpcgnn.nn.block_tensors import BlockTensors
+from hpcgnn.nn.dropout import Dropout
+from hpcgnn.nn.gemm import linear, linear_maps
+
+#: how an R-GCN layer parametrises its per-relation weights
+REGULARIZERS = ("basis", "block", "none")
+
+
+class RelationalAdjacency:
+    """Local. A block's edges regrouped by (relation, destination), as CSR matrices.
+
+    Attributes
+    ----------
+    num_relations, num_src, num_dst : int
+    pair_dst, pair_rel : torch int64 [P]
+        Destination and relation of every pair row (relation-major, destinations ascending).
+    relation_rows : list[int]
+        Number of pair rows of every relation (the destinations that have its edges).
+    present : list[int]
+        The relations with at least one edge in the block.
+    mean : CSR [P x num_src]
+        Pair row ``(r, i)``'s entries are destination ``i``'s ``r``-edges, values ``1 / c_{i,r}``
+        (``c_{i,r}``: its sampled ``r``-edges): R-GCN's per-relation mean.
+    gather : CSR [num_dst x P]
+        Values 1: a destination's row sums its pair rows.
+    """
+
+    def __init__(self, block, num_relations):
+        self.num_relations = int(num_relations)
+        self.num_src, self.num_dst = int(block.num_src), int(block.num_dst)
+        indptr = np.asarray(block.indptr, dtype=np.int64)
+        src = np.asarray(block.src_pos, dtype=np.int64)
+        edges = src.shape[0]
+        etype = getattr(block, "etype", None)
+        etype = np.zeros(edges, dtype=np.int64) if etype is None else np.asarray(etype, dtype=np.int64)
+        if etype.shape != (edges,):
+            raise ValueError(f"a block of {edges} edges with {etype.shape} relation ids")
+        if edges and (etype.min() < 0 or etype.max() >= self.num_relations):
+            bad = etype[(etype < 0) | (etype >= self.num_relations)][0]
+            raise ValueError(f"an edge of relation {bad} in a model of {self.num_relations} relations")
+        dst = np.repeat(np.arange(self.num_dst, dtype=np.int64), np.diff(indptr))
+        key = dst * self.num_relations + etype
+        # a sampler groups each destination's edges by relation, ascending; anything else is sorted here
+        order = None if edges < 2 or bool((key[1:] >= key[:-1]).all()) else np.argsort(key, kind="stable")
+        if order is not None:
+            key, src = key[order], src[order]
+        starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]])) if edges else np.zeros(0, np.int64)
+        counts = np.diff(np.append(starts, edges))
+        pair_dst, pair_rel = np.divmod(key[starts], self.num_relations)
+        by_relation = np.argsort(pair_rel, kind="stable")  # destinations stay ascending within a relation
+        counts_sorted = counts[by_relation]
+        rows_indptr = np.concatenate([[0], np.cumsum(counts_sorted)]).astype(np.int64)
+        # the edges of sorted pair k are starts[by_relation[k]] + 0, 1, ...: one vectorised permutation
+        edge_order = np.repeat(starts[by_relation] - rows_indptr[:-1], counts_sorted) + np.arange(edges)
+        self._edge_src = src[edge_order]
+        self._edge_rel = np.repeat(pair_rel[by_relation], counts_sorted)
+        self._indptr = rows_indptr
+        self.pair_dst = torch.from_numpy(pair_dst[by_relation])
+        self.pair_rel = torch.from_numpy(pair_rel[by_relation])
+        self.num_pairs = int(starts.shape[0])
+        self.relation_rows = np.bincount(pair_rel, minlength=self.num_relations).tolist()
+        self.present = [r for r, n in enumerate(self.relation_rows) if n]
+        weight = np.repeat((1.0 / np.maximum(counts_sorted, 1)).astype(np.float32), counts_sorted)
+        self.mean = CSR(rows_indptr, self._edge_src, weight, self.num_src)
+        position = np.empty(self.num_pairs, dtype=np.int64)
+        position[by_relation] = np.arange(self.num_pairs)
+        gather_indptr = np.concatenate([[0], np.cumsum(np.bincount(pair_dst, minlength=self.num_dst))])
+        self.gather = CSR(gather_indptr, position, None, self.num_pairs)
+
+    @functools.cached_property
+    def _relation_sources(self):
+        # every (relation, source) that some edge reads, relation-major: an attention layer
+        # projects each source once per relation that uses it
+        key = self._edge_rel * max(self.num_src, 1) + self._edge_src
+        unique, column = np.unique(key, return_inverse=True)
+        rel, src = np.divmod(unique, max(self.num_src, 1))
+        counts = np.bincount(rel, minlength=self.num_relations).tolist()
+        return torch.from_numpy(src), counts, CSR(self._indptr, column.reshape(-1), None, unique.shape[0])
+
+    @property
+    def sources(self) -> torch.Tensor:
+        """The source positions each relation reads (relation-major, ascending within one)."""
+        return self._relation_sources[0]
+
+    @property
+    def source_counts(self) -> list:
+        """Number of those sources per relation."""
+        return self._relation_sources[1]
+
+    @property
+    def attention(self) -> CSR:
+        """[P x relation sources], values 1: pair row ``(r, i)``'s entries are the columns of the
+        sources of ``i``'s ``r``-edges (block-diagonal by relation), for the edge softmax."""
+        return self._relation_sources[2]
+
+
+def relational_adjacency(block, num_relations) -> RelationalAdjacency:
+    """Local. ``block``'s :class:`RelationalAdjacency` (a :class:`BlockTensors` keeps it, so every
+    layer and pass over the same block tensors builds it once)."""
+    if isinstance(block, BlockTensors):
+        return block.derived(("relations", int(num_relations)), lambda b: RelationalAdjacency(b, num_relations))
+    return RelationalAdjacency(block, num_relations)
+
+
+def _glorot(tensor, gain=1.0):
+    """Xavier-uniform init of every trailing ``[out, in]`` matrix of ``tensor`` on its own (torch's
+    fans of a 3-D or 4-D tensor count the leading dimensions)."""
+    fan_out, fan_in = tensor.shape[-2], tensor.shape[-1]
+    bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
+    with torch.no_grad():
+        tensor.uniform_(-bound, bound)
+    return tensor
+
+
+class RGCNConv(nn.Module):
+    """R-GCN layer (Schlichtkrull et al.): ``h_i' = W_0 h_i + b + sum_r sum_{j in N_r(i)} W_r h_j / c_{i,r}``.
+
+    Each relation's mean is aggregated first and then mapped (``agg_r = A_r h``, then
+    ``agg_r W_r^T``). ``regularizer``: 'basis' (``W_r = sum_b a_rb V_b`` over ``num_bases``
+    shared bases; 0: one per relation), 'block' (``W_r`` block-diagonal of ``num_bases`` blocks,
+    which must divide both widths) or 'none' (a full ``W_r`` per relation). ``self_loop``: the
+    ``W_0 h_i`` term.
+    """
+
+    def __init__(self, in_dim, out_dim, num_relations, regularizer="basis", num_bases=0, self_loop=True, bias=True):
+        super().__init__()
+        if regularizer not in REGULARIZERS:
+            raise ValueError(f"unknown regularizer {regularizer!r} ({', '.join(REGULARIZERS)})")
+        if num_relations < 1:
+            raise ValueError(f"{num_relations} relations (at least 1)")
+        self.in_features, self.out_features = in_dim, out_dim
+        self.num_relations, self.regularizer = num_relations, regularizer
+        gain = nn.init.calculate_gain("relu")
+        if regularizer == "basis":
+            self.num_bases = num_bases or num_relations
+            self.bases = nn.Parameter(_glorot(torch.empty(self.num_bases, out_dim, in_dim), gain))
+            self.coefficients = nn.Parameter(_glorot(torch.empty(num_relations, self.num_bases)))
+        elif regularizer == "block":
+            if num_bases < 1 or in_dim % num_bases or out_dim % num_bases:
+                raise ValueError(f"{num_bases} blocks for widths {in_dim} -> {out_dim} (the count must divide both)")
+            self.num_bases = num_bases
+            self.blocks = nn.Parameter(_glorot(
+                torch.empty(num_relations, num_bases, out_dim // num_bases, in_dim // num_bases), gain))
+        else:
+            self.num_bases = 0
+            self.weight = nn.Parameter(_glorot(torch.empty(num_relations, out_dim, in_dim), gain))
+        self.loop_weight = nn.Parameter(_glorot(torch.empty(out_dim, in_dim), gain)) if self_loop else None
+        self.bias = nn.Parameter(torch.zeros(out_dim)) if bias else None
+
+    def relation_weights(self) -> torch.Tensor:
+        """Local. Every relation's dense ``W_r``, float32 ``[relations, out, in]`` (autocast casts it per use)."""
+        with torch.autocast("cpu", enabled=False):
+            if self.regularizer == "basis":
+                return torch.einsum("rb,boi->roi", self.coefficients, self.bases)
+            if self.regularizer == "block":
+                blocks = self.num_bases
+                eye = torch.eye(blocks, dtype=self.blocks.dtype)
+                # W_r[b * ob + o, c * ib + i] = Q_rb[o, i] when b == c, else 0
+                dense = torch.einsum("rboi,bc->rboci", self.blocks, eye)
+                return dense.reshape(self.num_relations, self.out_features, self.in_features)
+            return self.weight
+
+    def forward(self, block, h_src):
+        adj = relational_adjacency(block, self.num_relations)
+        h_dst = h_src[: adj.num_dst]
+        out = linear(h_dst, self.loop_weight, self.bias) if self.loop_weight is not None else None
+        if adj.num_pairs:
+            weights = self.relation_weights()
+            aggregated = spmm(adj.mean, h_src).split(adj.relation_rows)
+            mapped = torch.cat([linear(aggregated[r], weights[r]) for r in adj.present])
+            messages = spmm(adj.gather, mapped)
+            out = messages if out is None else out + messages
+        if out is None:
+            out = torch.zeros(adj.num_dst, self.out_features, dtype=h_src.dtype)
+        if self.bias is not None and self.loop_weight is None:
+            out = out + self.bias.to(out.dtype)
+        return out
+
+
+class RGATConv(nn.Module):
+    """Relational graph attention: one GAT convolution per relation (its own projection ``W_r``
+    and attention vectors, the softmax over each destination's ``r``-in-edges alone), summed over
+    the relations, plus ``W_0 h_i`` when ``self_loop`` and a bias.
+
+    MLPerf's R-GAT reference (a heterogeneous convolution of per-relation GAT layers without self
+    loops, summed) is ``self_loop=False``. Hidden layers concatenate ``heads`` heads of ``out_dim``
+    (``concat``); an output layer averages them. Each relation projects only the sources its
+    edges read.
+    """
+
+    def __init__(self, in_dim, out_dim, num_relations, heads=4, concat=True, self_loop=True, negative_slope=0.2,
+                 attn_dropout=0.0):
+        super().__init__()
+        if num_relations < 1:
+            raise ValueError(f"{num_relations} relations (at least 1)")
+        self.num_relations, self.heads, self.out_dim, self.concat = num_relations, heads, out_dim, concat
+        self.in_features = in_dim
+        self.out_features = heads * out_dim if concat else out_dim
+        gain = nn.init.calculate_gain("relu")
+        self.weight = nn.Parameter(_glorot(torch.empty(num_relations, heads * out_dim, in_dim), gain))
+        self.attn_src = nn.Parameter(_glorot(torch.empty(num_relations, heads, out_dim), gain))
+        self.attn_dst = nn.Parameter(_glorot(torch.empty(num_relations, heads, out_dim), gain))
+        self.loop_weight = nn.Parameter(_glorot(torch.empty(heads * out_dim, in_dim), gain)) if self_loop else None
+        self.bias = nn.Parameter(torch.zeros(heads * out_dim))
+        self.negative_slope = negative_slope
+        self.attn_dropout = Dropout(attn_dropout)
+
+    def logit_maps(self):
+        """Local. ``[relations, heads, in]`` maps from a row to its source and its destination
+        logits: ``<W_rh x, a_rh> = <x, W_rh^T a_rh>``, so logits need no pass over projected rows."""
+        weight = self.weight.view(self.num_relations, self.heads, self.out_dim, -1)
+        return (torch.einsum("rhd,rhdi->rhi", self.attn_src, weight),
+                torch.einsum("rhd,rhdi->rhi", self.attn_dst, weight))
+
+    def forward(self, block, h_src):
+        adj = relational_adjacency(block, self.num_relations)
+        num_dst, heads = adj.num_dst, self.heads
+        h_dst = h_src[:num_dst]
+        out = linear(h_dst, self.loop_weight) if self.loop_weight is not None else None
+        if adj.num_pairs:
+            logit_src, logit_dst = self.logit_maps()
+            # one gather of every (relation, source) row; split's backward concatenates, so the
+            # gradient of the gathered rows is written once, not once per relation
+            rows = h_src.index_select(0, adj.sources).split(adj.source_counts)
+            projected, scores = [], []
+            for r in adj.present:
+                z, score = linear_maps(rows[r], [self.weight[r], logit_src[r]])
+                projected.append(z)
+                scores.append(score)
+            z, score_src = torch.cat(projected), torch.cat(scores).float()
+            dst_scores = linear(h_dst, logit_dst.reshape(-1, logit_dst.shape[-1])).float()
+            score_dst = dst_scores.view(num_dst, self.num_relations, heads)[adj.pair_dst, adj.pair_rel]
+            alpha = self.attn_dropout(edge_softmax(adj.attention, score_src, score_dst, self.negative_slope))
+            messages = spmm(adj.gather, head_spmm(adj.attention, z, alpha))
+            out = messages if out is None else out + messages.to(out.dtype)
+        if out is None:
+            dtype = torch.bfloat16 if torch.is_autocast_enabled("cpu") else h_src.dtype
+            out = torch.zeros(num_dst, heads * self.out_dim, dtype=dtype)
+        out = out + self.bias.to(out.dtype)
+        if not self.concat:
+            out = out.view(num_dst, heads, self.out_dim).mean(dim=1)
+        return out
