@@ -44,17 +44,26 @@ candidates; those picks keep edge order. ``fanout == 0`` picks nothing. How Floy
 membership test is done (a scan of the picks for small ``k``, a bitmap otherwise) does not
 change the picks. The stream is keyed by the row's index in the call, not by a node id: the
 caller varies ``seed`` per batch and layer.
+
+Per-relation sampling (:func:`sample_positions_by_relation`) samples the run of relation ``r``
+inside row ``i`` as a row of its own, with the stream
+
+    stream(i, r)  = stream(i) + r * 0xA0761D6478BD642F
+
+in place of ``stream(i)`` (draw indices as above, counted from the run's start), so relation 0
+draws exactly what the homogeneous kernel draws for that row.
 """
 import numpy as np
 
 from libc.math cimport INFINITY, log
-from libc.stdint cimport int64_t, uint8_t, uint64_t
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint64_t
 from libcpp.algorithm cimport nth_element, sort
 from libcpp.pair cimport pair
 from libcpp.vector cimport vector
 
 cdef uint64_t SEED_MULTIPLIER = 0xD1B54A32D192ED03ULL
 cdef uint64_t ROW_MULTIPLIER = 0x8CB92BA72F3D8DD7ULL
+cdef uint64_t RELATION_MULTIPLIER = 0xA0761D6478BD642FULL
 cdef double TWO_POW_MINUS_53 = 1.0 / 9007199254740992.0
 # Measured: up to about this many picks a branch-free scan of the picks beats a bitmap.
 cdef int64_t LINEAR_SCAN_MAX_PICKS = 16
@@ -117,6 +126,25 @@ cdef void _floyd(int64_t* picks, int64_t row_length, int64_t num_picks, uint64_t
             taken[picks[s]] = 0
 
 
+cdef inline void _pick_run(int64_t* picks, int64_t first_position, int64_t length, int64_t num_picks,
+                           int64_t fanout, bint replace, uint64_t stream, uint8_t* taken) noexcept nogil:
+    """The ``num_picks`` positions (``_pick_count``) of one run of candidates
+    ``first_position .. first_position + length - 1`` drawn from ``stream``, as the module
+    docstring's uniform modes say. ``taken``: a zeroed bitmap of at least ``length`` entries,
+    used when Floyd's picks outnumber ``LINEAR_SCAN_MAX_PICKS``."""
+    cdef int64_t j
+    if fanout == -1 or (not replace and length <= fanout):
+        for j in range(length):
+            picks[j] = first_position + j
+    elif replace:
+        for j in range(num_picks):
+            picks[j] = first_position + _below(stream, j, length)
+    else:
+        _floyd(picks, length, num_picks, stream, taken if num_picks > LINEAR_SCAN_MAX_PICKS else NULL)
+        for j in range(num_picks):
+            picks[j] += first_position
+
+
 def sample_positions(const int64_t[::1] begin, const int64_t[::1] degree, int64_t fanout,
                      bint replace, uint64_t seed):
     """Local. Uniformly pick up to ``fanout`` in-edge positions of every row.
@@ -145,7 +173,7 @@ def sample_positions(const int64_t[::1] begin, const int64_t[::1] degree, int64_
         raise ValueError(f"fanout must be >= 0 or -1, got {fanout}")
     counts_a = np.empty(n, dtype=np.int64)
     cdef int64_t[::1] counts = counts_a
-    cdef int64_t i, d, k, j, w = 0, total = 0, negative_row = -1, bitmap_length = 0
+    cdef int64_t i, d, k, w = 0, total = 0, negative_row = -1, bitmap_length = 0
     with nogil:
         for i in range(n):
             d = degree[i]
@@ -162,27 +190,134 @@ def sample_positions(const int64_t[::1] begin, const int64_t[::1] degree, int64_
     cdef int64_t[::1] positions = positions_a
     cdef vector[uint8_t] taken
     taken.resize(bitmap_length, 0)
-    cdef uint64_t stream
     with nogil:
         for i in range(n):
-            d = degree[i]
             k = counts[i]
             if k == 0:
                 continue
-            if fanout == -1 or (not replace and d <= fanout):
-                for j in range(d):
-                    positions[w + j] = begin[i] + j
-            elif replace:
-                stream = _row_stream(seed, i)
-                for j in range(k):
-                    positions[w + j] = begin[i] + _below(stream, j, d)
-            else:
-                _floyd(&positions[w], d, k, _row_stream(seed, i),
-                       taken.data() if k > LINEAR_SCAN_MAX_PICKS else NULL)
-                for j in range(k):
-                    positions[w + j] += begin[i]
+            _pick_run(&positions[w], begin[i], degree[i], k, fanout, replace, _row_stream(seed, i), taken.data())
             w += k
     return counts_a, positions_a
+
+
+ctypedef fused relation_t:
+    int8_t
+    int16_t
+    int32_t
+    int64_t
+
+
+def sample_positions_by_relation(const int64_t[::1] begin, const int64_t[::1] degree,
+                                 const relation_t[::1] relation, const int64_t[::1] fanouts,
+                                 bint replace, uint64_t seed):
+    """Local. Uniformly pick up to ``fanouts[r]`` in-edge positions of every row's relation-``r`` run.
+
+    Each row's candidates are grouped by relation id, ascending (a typed graph's CSC keeps them
+    so); the run of relation ``r`` is sampled as :func:`sample_positions` samples a row, with
+    ``fanouts[r]`` picks and its own stream ``stream(i) + r * RELATION_MULTIPLIER`` (module
+    docstring). Every relation a row has gets its own picks however many relations there are,
+    and with one relation (all ids 0) the picks are exactly :func:`sample_positions`'.
+
+    Parameters
+    ----------
+    begin, degree : int64 arrays of length n
+        Row ``i``'s candidates are the positions ``begin[i] .. begin[i] + degree[i] - 1``.
+    relation : int8, int16, int32 or int64 array of length ``degree.sum()``
+        Every candidate's relation id, row after row (row ``i``'s start at ``degree[:i].sum()``),
+        non-decreasing within a row.
+    fanouts : int64 array of length R
+        Picks per row and relation; -1 takes the whole run, 0 none. Ids must be below R.
+    replace : bool
+        Draw exactly ``fanouts[r]`` times with replacement from a non-empty run; otherwise
+        ``min(fanouts[r], run length)`` distinct positions, the whole run in order if it is short.
+    seed : int
+        Seed of the counter-based generator described in the module docstring.
+
+    Returns
+    -------
+    counts : int64 array of length n
+    positions : int64 array of length ``counts.sum()``, row ``i``'s picks contiguous, its runs in
+        relation order
+    relations : int64 array of length ``counts.sum()``, the relation id of every pick
+    """
+    cdef int64_t n = begin.shape[0], num_relations = fanouts.shape[0], num_candidates = relation.shape[0]
+    if degree.shape[0] != n:
+        raise ValueError(f"begin has {n} rows but degree has {degree.shape[0]}")
+    cdef int64_t r
+    for r in range(num_relations):
+        if fanouts[r] < -1:
+            raise ValueError(f"fanouts[{r}] must be >= 0 or -1, got {fanouts[r]}")
+    counts_a = np.zeros(n, dtype=np.int64)
+    cdef int64_t[::1] counts = counts_a
+    cdef int64_t i, d, k, j, run_end, w = 0, total = 0, offset = 0, bad_row = -1, bad_value = 0
+    cdef int64_t bitmap_length = 0, previous, t
+    cdef int error = 0
+    with nogil:
+        for i in range(n):
+            d = degree[i]
+            if d < 0 or offset + d > num_candidates:
+                error = 1 if d < 0 else 2
+                bad_row = i
+                break
+            previous = -1
+            j = offset
+            while j < offset + d:
+                r = relation[j]
+                if r < 0 or r >= num_relations or r <= previous:
+                    error = 3 if r < 0 or r >= num_relations else 4
+                    break
+                run_end = j + 1
+                while run_end < offset + d and relation[run_end] == r:
+                    run_end += 1
+                k = _pick_count(run_end - j, fanouts[r], replace)
+                counts[i] += k
+                if not replace and k > LINEAR_SCAN_MAX_PICKS and run_end - j > k:
+                    bitmap_length = max(bitmap_length, run_end - j)
+                previous = r
+                j = run_end
+            if error:
+                bad_row = i
+                bad_value = r
+                break
+            total += counts[i]
+            offset += d
+    if error == 1:
+        raise ValueError(f"degree[{bad_row}] is negative")
+    if error == 2 or (error == 0 and offset != num_candidates):
+        raise ValueError(f"relation has {num_candidates} entries, degree needs {int(np.sum(degree))}")
+    if error == 3:
+        raise ValueError(f"row {bad_row} has relation id {bad_value}, outside the {num_relations} fanouts")
+    if error == 4:
+        raise ValueError(f"row {bad_row}'s candidates are not grouped by ascending relation id "
+                         f"(relation {bad_value} out of order)")
+    positions_a = np.empty(total, dtype=np.int64)
+    relations_a = np.empty(total, dtype=np.int64)
+    cdef int64_t[::1] positions = positions_a
+    cdef int64_t[::1] relations = relations_a
+    cdef vector[uint8_t] taken
+    taken.resize(bitmap_length, 0)
+    cdef uint64_t row_stream
+    offset = 0
+    with nogil:
+        for i in range(n):
+            d = degree[i]
+            row_stream = _row_stream(seed, i)
+            j = offset
+            while j < offset + d:
+                r = relation[j]
+                run_end = j + 1
+                while run_end < offset + d and relation[run_end] == r:
+                    run_end += 1
+                k = _pick_count(run_end - j, fanouts[r], replace)
+                if k:
+                    _pick_run(&positions[w], begin[i] + (j - offset), run_end - j, k, fanouts[r], replace,
+                              row_stream + <uint64_t>r * RELATION_MULTIPLIER, taken.data())
+                    for t in range(w, w + k):
+                        relations[t] = r
+                    w += k
+                j = run_end
+            offset += d
+    return counts_a, positions_a, relations_a
 
 
 cdef inline int64_t _count_positive(const double* row_weights, int64_t length) noexcept nogil:

@@ -23,12 +23,13 @@ from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.flags import Domain
 from hpcgnn.sampling.layer import parse_sizes
 from hpcgnn.sampling.neighbor import parse_fanouts
+from hpcgnn.sampling.relational import check_relation_fanouts
 from hpcgnn.training import config
 
 #: flags whose type parses structured text (no number to bound, or a list of them): each checks
 #: its own syntax in one line
 STRUCTURED = {parse_node_split, parse_edge_split, parse_negatives_kind, parse_balance, _delimiter_argument,
-              parse_fanouts, parse_sizes}
+              parse_fanouts, parse_sizes, check_relation_fanouts}
 
 
 def commands(tmp):

@@ -4,7 +4,7 @@
 :mod:`.negative` draws negative pairs and :mod:`.exclude` hides a batch's own edges from any
 sampler."""
 # the registered samplers, in the order of --sampler's choices
-from hpcgnn.sampling import cluster, layer, randomwalk, saint, vr  # noqa: E402,F401,I001 (registration)
+from hpcgnn.sampling import cluster, layer, randomwalk, relational, saint, vr  # noqa: E402,F401,I001 (registration)
 from hpcgnn.sampling.block import Block, MiniBatch, Sampler
 from hpcgnn.sampling.exclude import ExcludedEdges
 from hpcgnn.sampling.negative import NEGATIVE_SAMPLERS, NegativeSampler, build_negative_sampler

@@ -32,6 +32,9 @@ class Block:
     #: the sources are the previous layer's output, then the same rows before dropout (their mean;
     #: VR-GCN's CVD estimator), then ``extra_rows``
     with_expected: bool = False
+    #: int64 relation id of each edge (a typed graph's per-relation sampler: each destination's
+    #: edges grouped by relation, ascending), None: not sampled by relation
+    etype: np.ndarray = None
 
     @property
     def num_edges(self) -> int:
