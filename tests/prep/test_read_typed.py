@@ -142,3 +142,109 @@ def test_rdf_bad_input_one_line(tmp_path, change, options, field, pattern):
     with pytest.raises(InputError, match=pattern) as exc:
         read_graph(tmp_path / "kg.nt", **options)
     assert f"field '{field}'" in one_line(exc)
+
+
+# -------------------------------------------------------------------------------------------- MAGNN
+
+# nodes interleaved on purpose: a node's id inside its type is its rank among that type's nodes
+MAGNN_TYPES = np.array([1, 0, 1, 2, 0, 1, 0, 1], dtype=np.int32)  # authors 1,4,6; papers 0,2,5,7; term 3
+MAGNN_LINKS = [(1, 0), (4, 2), (6, 5), (6, 7), (0, 3), (7, 3)]  # author-paper, paper-term (global ids)
+
+
+def write_magnn(directory, types=MAGNN_TYPES, links=MAGNN_LINKS, hgb=True):
+    os.makedirs(directory, exist_ok=True)
+    import scipy.sparse as sp
+    n = types.shape[0]
+    rows = [a for a, b in links] + [b for a, b in links]
+    cols = [b for a, b in links] + [a for a, b in links]
+    sp.save_npz(os.path.join(directory, "adjM.npz"), sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, n)))
+    np.save(os.path.join(directory, "node_types.npy"), types)
+    counts = np.bincount(types)
+    sp.save_npz(os.path.join(directory, "features_0.npz"), sp.csr_matrix(np.eye(counts[0], 5, dtype=np.int64)))
+    np.save(os.path.join(directory, "features_1.npy"), np.arange(counts[1] * 2, dtype=np.float64).reshape(-1, 2))
+    np.save(os.path.join(directory, "labels.npy"), np.array([2, 0, 1], dtype=np.int64))
+    np.savez(os.path.join(directory, "train_val_test_idx.npz"), train_idx=np.array([0]), val_idx=np.array([2]),
+             test_idx=np.array([1]))
+    if hgb:
+        os.makedirs(os.path.join(directory, "hgb_split"), exist_ok=True)
+        with open(os.path.join(directory, "hgb_split", "label.dat"), "w") as fh:
+            fh.write("1\tAnn\t0\t2\n6\tBob\t0\t1\n")
+        with open(os.path.join(directory, "hgb_split", "label.dat.test_full"), "w") as fh:
+            fh.write("4\tCy\t0\t3\n")  # HGB scrambles the test labels: never read
+    return directory
+
+
+def test_magnn_types_relations_features_and_split(tmp_path):
+    root = write_magnn(tmp_path / "ds")
+    assert detect_format(root) == "magnn" and detect_format(root / "adjM.npz") == "magnn"
+    graph = read_graph(root, type_names="author,paper,term")
+    schema = graph.schema
+    assert schema.node_types == ("author", "paper", "term") and schema.target == "author"
+    assert schema.relation_names == ("author-paper", "paper-author", "paper-term", "term-paper")
+    local = {0: 0, 2: 1, 5: 2, 7: 3, 1: 0, 4: 1, 6: 2, 3: 0}
+    expect = pairs([local[a] for a, _ in MAGNN_LINKS[:4]], [local[b] for _, b in MAGNN_LINKS[:4]])
+    assert pairs(*relation_edges(graph, "author-paper")) == expect
+    assert pairs(*relation_edges(graph, "paper-author")) == sorted((b, a) for a, b in expect)
+    assert pairs(*relation_edges(graph, "term-paper")) == [(0, 0), (0, 3)]
+    author = graph.typed_fields["author"]["feat"]
+    assert author.dtype == np.float32 and hasattr(author, "tocsr")  # sparse stays sparse
+    np.testing.assert_array_equal(author.toarray(), np.eye(3, 5))
+    np.testing.assert_array_equal(graph.typed_fields["paper"]["feat"], np.arange(8).reshape(4, 2))
+    assert "term" not in graph.typed_fields  # no features_2: the model learns an embedding
+    first = graph.type_offsets[0]
+    np.testing.assert_array_equal(graph.ndata["label"][first:first + 3], [2, 0, 1])
+    assert (graph.ndata["label"][graph.type_offsets[1]:] == -1).all()
+    for mask, author_id in (("train_mask", 0), ("val_mask", 2), ("test_mask", 1)):
+        assert np.flatnonzero(graph.ndata[mask]).tolist() == [first + author_id]
+    # HGB's split: label.dat's nodes (global 1 and 6: authors 0 and 2) are train+val, the test file's the test
+    hgb = read_graph(root, type_names="author,paper,term", hgb_split=True, val_fraction=0.0)
+    assert np.flatnonzero(hgb.ndata["train_mask"]).tolist() == [first + 0, first + 2]
+    assert np.flatnonzero(hgb.ndata["test_mask"]).tolist() == [first + 1]
+    np.testing.assert_array_equal(hgb.ndata["label"], graph.ndata["label"])  # labels.npy's, never the test file's
+
+
+def test_magnn_type_names_default_numbered(tmp_path):
+    graph = read_graph(write_magnn(tmp_path / "ds", hgb=False))
+    assert graph.schema.node_types == ("type0", "type1", "type2")
+    assert graph.schema.relation_names[0] == "type0-type1"
+
+
+def _magnn_bad(root, what):
+    if what == "features":
+        np.save(os.path.join(root, "features_1.npy"), np.zeros((3, 2)))
+    elif what == "no split":
+        os.remove(os.path.join(root, "train_val_test_idx.npz"))
+    elif what == "adjacency":
+        import scipy.sparse as sp
+        sp.save_npz(os.path.join(root, "adjM.npz"), sp.csr_matrix((9, 9)))
+    elif what == "hgb label":
+        with open(os.path.join(root, "hgb_split", "label.dat"), "w") as fh:
+            fh.write("1\tAnn\t0\t1\n")
+    elif what == "hgb type":
+        with open(os.path.join(root, "hgb_split", "label.dat"), "w") as fh:
+            fh.write("1\tAnn\t0\t2\n0\tPaper\t1\t0\n")
+    elif what == "split range":
+        np.savez(os.path.join(root, "train_val_test_idx.npz"), train_idx=np.array([3]), val_idx=np.array([2]),
+                 test_idx=np.array([1]))
+    elif what == "ambiguous target":
+        np.save(os.path.join(root, "labels.npy"), np.zeros(1, dtype=np.int64))  # the term and the venue: 1 each
+        np.save(os.path.join(root, "node_types.npy"), np.array([1, 0, 1, 2, 0, 1, 3, 1], dtype=np.int32))
+        os.remove(os.path.join(root, "features_0.npz"))
+
+
+@pytest.mark.parametrize("what, options, field, pattern", [
+    ("features", {}, "rows", r"features_1\.npy: .*one row per type1 node \(4\)"),
+    ("no split", {}, "train_idx", "has labels but no split"),
+    ("adjacency", {}, "shape", r"adjM\.npz: .*must be \[N, N\]"),
+    ("hgb label", {"hgb_split": True}, "label", "disagrees with labels.npy"),
+    ("hgb type", {"hgb_split": True}, "line 2", "not the labelled type"),
+    ("split range", {}, "train_mask", r"beyond the labelled type's range \[0, 3\)"),
+    ("ambiguous target", {}, "--target-type", "cannot tell which node type"),
+    (None, {"type_names": "a,b"}, "--type-names", "needs 3 type names"),
+])
+def test_magnn_bad_input_one_line(tmp_path, what, options, field, pattern):
+    root = write_magnn(tmp_path / "ds")
+    _magnn_bad(root, what)
+    with pytest.raises(InputError, match=pattern) as exc:
+        read_graph(root, **options)
+    assert f"field '{field}'" in one_line(exc)

@@ -19,6 +19,7 @@ import zlib
 from hpcgnn.prep.read.edgelist import read_edgelist, sniff_edgelist
 from hpcgnn.prep.read.h5graph import is_h5graph, read_h5graph, write_h5graph
 from hpcgnn.prep.read.heterophily import read_heterophily
+from hpcgnn.prep.read.magnn import is_magnn_dir, read_magnn
 from hpcgnn.prep.read.mat import read_mat
 from hpcgnn.prep.read.nodetable import join_node_table
 from hpcgnn.prep.read.npz import read_npz, write_npz
@@ -33,15 +34,15 @@ from hpcgnn.prep.read.typed_common import DEFAULT_VAL_FRACTION
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.flags import MAX_COUNT, MAX_NODES, Domain
 
-FORMATS = ("npz", "h5graph", "edgelist", "planetoid", "shchur", "ogb", "mat", "heterophily", "rdf")
+FORMATS = ("npz", "h5graph", "edgelist", "planetoid", "shchur", "ogb", "mat", "heterophily", "rdf", "magnn")
 #: the formats whose reader returns a typed graph (:mod:`hpcgnn.prep.typed`)
-TYPED_FORMATS = ("rdf",)
+TYPED_FORMATS = ("rdf", "magnn")
 EDGELIST_EXTENSIONS = (".csv", ".tsv", ".txt", ".edges", ".el")
 #: formats read by seeking in the file (zip members, HDF5 and MATLAB structures): never a pipe
 SEEKING_EXTENSIONS = (".npz", ".mat", ".h5", ".hdf5")
 _READERS = {"npz": read_npz, "h5graph": read_h5graph, "edgelist": read_edgelist, "planetoid": read_planetoid,
             "shchur": read_shchur, "ogb": read_ogb_any, "mat": read_mat, "heterophily": read_heterophily,
-            "rdf": read_rdf}
+            "rdf": read_rdf, "magnn": read_magnn}
 # Reader keyword -> (command-line flag, default, attribute on the argparse namespace).
 _FLAGS = {"delimiter": ("--delimiter", None, "delimiter"), "header": ("--header", None, "header"),
           "id_base": ("--id-base", 0, "id_base"), "num_nodes": ("--num-nodes", None, "num_nodes"),
@@ -56,7 +57,9 @@ _FLAGS = {"delimiter": ("--delimiter", None, "delimiter"), "header": ("--header"
           "split_index": ("--split-index", None, "split_index"),
           "labels": ("--labels", None, "labels"), "test_labels": ("--test-labels", None, "test_labels"),
           "entity_column": ("--entity-column", None, "entity_column"),
-          "val_fraction": ("--val-fraction", DEFAULT_VAL_FRACTION, "val_fraction")}
+          "val_fraction": ("--val-fraction", DEFAULT_VAL_FRACTION, "val_fraction"),
+          "hgb_split": ("--hgb-split", False, "hgb_split"), "type_names": ("--type-names", None, "type_names"),
+          "target_type": ("--target-type", None, "target_type")}
 # Reader keyword -> attribute of a flag another part of the command owns: passed to the readers
 # that take it, never refused for the others (``--split-seed`` also seeds partition's --split).
 _SHARED_FLAGS = {"split_seed": "split_seed"}
@@ -70,7 +73,8 @@ _FORMAT_OPTIONS = {"npz": (), "h5graph": (), "planetoid": (), "shchur": (), "ogb
                    "mat": ("adjacency_var", "attributes_var", "labels_var", "features_var", "label_column",
                            "table_features"),
                    "heterophily": ("split_index",),
-                   "rdf": ("labels", "test_labels", "entity_column", "label_column", "val_fraction", "split_seed")}
+                   "rdf": ("labels", "test_labels", "entity_column", "label_column", "val_fraction", "split_seed"),
+                   "magnn": ("hgb_split", "val_fraction", "split_seed", "type_names", "target_type")}
 
 __all__ = ["FORMATS", "add_reader_arguments", "detect_format", "join_node_table", "read_edgelist", "read_graph",
            "read_h5graph", "read_heterophily", "read_mat", "read_npz", "read_ogb", "read_ogb_link", "read_planetoid",
@@ -117,6 +121,8 @@ def detect_format(path) -> str:
     """
     path = os.fspath(path)
     if os.path.isdir(path):
+        if is_magnn_dir(path):
+            return "magnn"
         raw = os.path.join(path, "raw")
         if any(os.path.isfile(os.path.join(raw, "edge" + ext)) for ext in (".csv.gz", ".csv")):
             return "ogb"
@@ -125,7 +131,8 @@ def detect_format(path) -> str:
         if any(is_ntriples_name(e) for e in os.listdir(path)):
             return "rdf"
         raise InputError(path, "directory holds neither an OGB dataset (raw/edge.csv.gz), Planetoid files "
-                         "(ind.<name>.graph) nor an N-Triples file (.nt); "
+                         "(ind.<name>.graph), a MAGNN dataset (adjM.npz and node_types.npy) nor an N-Triples "
+                         "file (.nt); "
                          f"{_formats_hint()}", "format", "<directory>")
     if not os.path.exists(path):
         if _is_planetoid_prefix(path):
@@ -136,6 +143,8 @@ def detect_format(path) -> str:
         return "planetoid"
     if base.endswith(SEEKING_EXTENSIONS):  # never opened to look inside: the look would use a pipe up
         require_regular(path, "is read by seeking in it (npz, .mat, HDF5)")
+    if base == "adjm.npz" and is_magnn_dir(os.path.dirname(path) or "."):
+        return "magnn"
     if base.endswith(".npz"):
         try:
             with zipfile.ZipFile(path) as archive:
@@ -313,6 +322,14 @@ def add_reader_arguments(parser):
                        help="RDF, MAGNN with --hgb-split: the files give train and test only, so a stratified "
                             "fraction F of the training nodes is held out for validation, seeded by "
                             f"--split-seed (default {DEFAULT_VAL_FRACTION}; 0: no validation set)")
+    typed.add_argument("--hgb-split", action="store_true",
+                       help="MAGNN: HGB's split under hgb_split/ (label.dat: train+val, label.dat.test_full: "
+                            "test) instead of MAGNN's train_val_test_idx.npz")
+    typed.add_argument("--type-names", default=None, metavar="A,B,...",
+                       help="MAGNN: the node type names in type-id order (default: hgb_split/info.dat's, "
+                            "MAGNN's for DBLP, IMDB and LastFM, else type0, type1, ...)")
+    typed.add_argument("--target-type", default=None, metavar="TYPE",
+                       help="the labelled node type, where the files do not tell")
     for role, what in (("adjacency", "the adjacency"), ("attributes", "the attribute table of --label-column"),
                        ("labels", "the labels"), ("features", "the features")):
         nodes.add_argument(f"--mat-{role}", default=None, metavar="NAME",
