@@ -248,3 +248,79 @@ def test_magnn_bad_input_one_line(tmp_path, what, options, field, pattern):
     with pytest.raises(InputError, match=pattern) as exc:
         read_graph(root, **options)
     assert f"field '{field}'" in one_line(exc)
+
+
+# --------------------------------------------------------------------------------- OGB heterogeneous
+
+MAG_COUNTS = {"paper": 4, "author": 3, "institution": 2, "field_of_study": 2}
+MAG_EDGES = {("author", "affiliated_with", "institution"): [(0, 1), (2, 0)],
+             ("author", "writes", "paper"): [(0, 0), (1, 0), (1, 2), (2, 3)],
+             ("paper", "cites", "paper"): [(1, 0), (2, 0), (3, 1)],
+             ("paper", "has_topic", "field_of_study"): [(0, 1), (3, 0)]}
+MAG_FEAT = np.arange(12, dtype=np.float32).reshape(4, 3) / 4
+
+
+def gz(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with gzip.open(path, "wt") as fh:
+        fh.write(text)
+
+
+def write_ogb_hetero(root, edges=MAG_EDGES, counts=MAG_COUNTS, feat=MAG_FEAT, split=True, triplet_list=True):
+    raw = os.path.join(root, "raw")
+    gz(os.path.join(raw, "num-node-dict.csv.gz"), ",".join(counts) + "\n" + ",".join(map(str, counts.values())) + "\n")
+    if triplet_list:
+        gz(os.path.join(raw, "triplet-type-list.csv.gz"), "".join(",".join(t) + "\n" for t in edges))
+    for triplet, pairs_ in edges.items():
+        directory = os.path.join(raw, "relations", "___".join(triplet))
+        gz(os.path.join(directory, "edge.csv.gz"), "".join(f"{s},{d}\n" for s, d in pairs_))
+        gz(os.path.join(directory, "num-edge-list.csv.gz"), f"{len(pairs_)}\n")
+    gz(os.path.join(raw, "node-feat", "paper", "node-feat.csv.gz"),
+       "".join(",".join(repr(float(x)) for x in row) + "\n" for row in feat))
+    gz(os.path.join(raw, "node-label", "paper", "node-label.csv.gz"), "3\n1\n0\n2\n")
+    if split:
+        for name, ids in (("train", [0, 1]), ("valid", [2]), ("test", [3])):
+            gz(os.path.join(root, "split", "time", "paper", f"{name}.csv.gz"), "".join(f"{i}\n" for i in ids))
+    return root
+
+
+def test_ogb_hetero_layout(tmp_path):
+    root = write_ogb_hetero(str(tmp_path / "ogbn_mag"))
+    assert detect_format(root) == "ogb_hetero"
+    graph = read_graph(root, add_reverse=True)
+    schema = graph.schema
+    assert schema.node_types == ("author", "field_of_study", "institution", "paper")  # sorted, as OGB numbers them
+    assert schema.target == "paper"
+    assert schema.relation_names == ("affiliated_with", "writes", "cites", "has_topic", "rev_affiliated_with",
+                                     "rev_writes", "rev_cites", "rev_has_topic")
+    for (src_type, rel, dst_type), expect in MAG_EDGES.items():
+        assert schema.relations[schema.relation_index(rel)] == (src_type, rel, dst_type)
+        assert pairs(*relation_edges(graph, rel)) == sorted(expect)
+        assert pairs(*relation_edges(graph, "rev_" + rel)) == sorted((d, s) for s, d in expect)
+    np.testing.assert_array_equal(graph.typed_fields["paper"]["feat"], MAG_FEAT)
+    assert set(graph.typed_fields) == {"paper"}
+    first = graph.type_offsets[schema.type_index("paper")]
+    np.testing.assert_array_equal(graph.ndata["label"][first:first + 4], [3, 1, 0, 2])
+    assert (graph.ndata["label"][:first] == -1).all()
+    assert np.flatnonzero(graph.ndata["train_mask"]).tolist() == [first, first + 1]
+    assert np.flatnonzero(graph.ndata["test_mask"]).tolist() == [first + 3]
+    # without the triplet list the relations come from raw/relations/, the same graph
+    again = read_graph(write_ogb_hetero(str(tmp_path / "nolist"), triplet_list=False), add_reverse=True)
+    assert again.schema == schema
+    np.testing.assert_array_equal(again.src, graph.src)
+
+
+@pytest.mark.parametrize("change, field, pattern", [
+    ({"edges": {**MAG_EDGES, ("paper", "published_in", "venue"): [(0, 0)]}}, "paper___published_in___venue",
+     r"triplet-type-list\.csv\.gz: .*relation 'published_in' names an unknown node type.*\(value venue\)"),
+    ({"edges": {**MAG_EDGES, ("paper", "cites", "paper"): [(1, 0), (4, 0)]}}, "src",
+     r"paper___cites___paper/edge\.csv\.gz: .*beyond type paper's range \[0, 4\) \(value 4\)"),
+    ({"feat": MAG_FEAT[:3]}, "rows", r"node-feat\.csv\.gz: .*3 rows but 4 paper nodes"),
+    ({"split": False}, "paper.train_mask", "type paper has labels but no split"),
+    ({"edges": {**MAG_EDGES, ("author", "cites", "author"): [(0, 1)]}}, "relation", "relation named twice"),
+])
+def test_ogb_hetero_bad_input_one_line(tmp_path, change, field, pattern):
+    root = write_ogb_hetero(str(tmp_path / "ds"), **change)
+    with pytest.raises(InputError, match=pattern) as exc:
+        read_graph(root)
+    assert f"field '{field}'" in one_line(exc)

@@ -24,6 +24,7 @@ from hpcgnn.prep.read.mat import read_mat
 from hpcgnn.prep.read.nodetable import join_node_table
 from hpcgnn.prep.read.npz import read_npz, write_npz
 from hpcgnn.prep.read.ogb import read_ogb
+from hpcgnn.prep.read.ogb_hetero import hetero_root, read_ogb_hetero
 from hpcgnn.prep.read.ogb_link import read_ogb_any, read_ogb_link
 from hpcgnn.prep.read.planetoid import PARTS as PLANETOID_PARTS
 from hpcgnn.prep.read.planetoid import locate_planetoid, read_planetoid
@@ -34,15 +35,16 @@ from hpcgnn.prep.read.typed_common import DEFAULT_VAL_FRACTION
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.flags import MAX_COUNT, MAX_NODES, Domain
 
-FORMATS = ("npz", "h5graph", "edgelist", "planetoid", "shchur", "ogb", "mat", "heterophily", "rdf", "magnn")
+FORMATS = ("npz", "h5graph", "edgelist", "planetoid", "shchur", "ogb", "mat", "heterophily", "rdf", "magnn",
+           "ogb_hetero")
 #: the formats whose reader returns a typed graph (:mod:`hpcgnn.prep.typed`)
-TYPED_FORMATS = ("rdf", "magnn")
+TYPED_FORMATS = ("rdf", "magnn", "ogb_hetero")
 EDGELIST_EXTENSIONS = (".csv", ".tsv", ".txt", ".edges", ".el")
 #: formats read by seeking in the file (zip members, HDF5 and MATLAB structures): never a pipe
 SEEKING_EXTENSIONS = (".npz", ".mat", ".h5", ".hdf5")
 _READERS = {"npz": read_npz, "h5graph": read_h5graph, "edgelist": read_edgelist, "planetoid": read_planetoid,
             "shchur": read_shchur, "ogb": read_ogb_any, "mat": read_mat, "heterophily": read_heterophily,
-            "rdf": read_rdf, "magnn": read_magnn}
+            "rdf": read_rdf, "magnn": read_magnn, "ogb_hetero": read_ogb_hetero}
 # Reader keyword -> (command-line flag, default, attribute on the argparse namespace).
 _FLAGS = {"delimiter": ("--delimiter", None, "delimiter"), "header": ("--header", None, "header"),
           "id_base": ("--id-base", 0, "id_base"), "num_nodes": ("--num-nodes", None, "num_nodes"),
@@ -59,7 +61,8 @@ _FLAGS = {"delimiter": ("--delimiter", None, "delimiter"), "header": ("--header"
           "entity_column": ("--entity-column", None, "entity_column"),
           "val_fraction": ("--val-fraction", DEFAULT_VAL_FRACTION, "val_fraction"),
           "hgb_split": ("--hgb-split", False, "hgb_split"), "type_names": ("--type-names", None, "type_names"),
-          "target_type": ("--target-type", None, "target_type")}
+          "target_type": ("--target-type", None, "target_type"),
+          "add_reverse": ("--add-reverse", False, "add_reverse")}
 # Reader keyword -> attribute of a flag another part of the command owns: passed to the readers
 # that take it, never refused for the others (``--split-seed`` also seeds partition's --split).
 _SHARED_FLAGS = {"split_seed": "split_seed"}
@@ -74,7 +77,8 @@ _FORMAT_OPTIONS = {"npz": (), "h5graph": (), "planetoid": (), "shchur": (), "ogb
                            "table_features"),
                    "heterophily": ("split_index",),
                    "rdf": ("labels", "test_labels", "entity_column", "label_column", "val_fraction", "split_seed"),
-                   "magnn": ("hgb_split", "val_fraction", "split_seed", "type_names", "target_type")}
+                   "magnn": ("hgb_split", "val_fraction", "split_seed", "type_names", "target_type"),
+                   "ogb_hetero": ("split", "target_type", "add_reverse")}
 
 __all__ = ["FORMATS", "add_reader_arguments", "detect_format", "join_node_table", "read_edgelist", "read_graph",
            "read_h5graph", "read_heterophily", "read_mat", "read_npz", "read_ogb", "read_ogb_link", "read_planetoid",
@@ -123,6 +127,8 @@ def detect_format(path) -> str:
     if os.path.isdir(path):
         if is_magnn_dir(path):
             return "magnn"
+        if hetero_root(path) is not None:
+            return "ogb_hetero"
         raw = os.path.join(path, "raw")
         if any(os.path.isfile(os.path.join(raw, "edge" + ext)) for ext in (".csv.gz", ".csv")):
             return "ogb"
@@ -130,10 +136,10 @@ def detect_format(path) -> str:
             return "planetoid"
         if any(is_ntriples_name(e) for e in os.listdir(path)):
             return "rdf"
-        raise InputError(path, "directory holds neither an OGB dataset (raw/edge.csv.gz), Planetoid files "
-                         "(ind.<name>.graph), a MAGNN dataset (adjM.npz and node_types.npy) nor an N-Triples "
-                         "file (.nt); "
-                         f"{_formats_hint()}", "format", "<directory>")
+        raise InputError(path, "directory holds neither an OGB dataset (raw/edge.csv.gz or, heterogeneous, "
+                         "raw/num-node-dict.csv.gz), Planetoid files (ind.<name>.graph), a MAGNN dataset (adjM.npz "
+                         f"and node_types.npy) nor an N-Triples file (.nt); {_formats_hint()}", "format",
+                         "<directory>")
     if not os.path.exists(path):
         if _is_planetoid_prefix(path):
             return "planetoid"
@@ -328,6 +334,9 @@ def add_reader_arguments(parser):
     typed.add_argument("--type-names", default=None, metavar="A,B,...",
                        help="MAGNN: the node type names in type-id order (default: hgb_split/info.dat's, "
                             "MAGNN's for DBLP, IMDB and LastFM, else type0, type1, ...)")
+    typed.add_argument("--add-reverse", action="store_true",
+                       help="typed layouts that store each relation in one direction (OGB heterogeneous, typed "
+                            "npz, typed .mat): add relation rev_<r> (dst_type -> src_type) for every relation r")
     typed.add_argument("--target-type", default=None, metavar="TYPE",
                        help="the labelled node type, where the files do not tell")
     for role, what in (("adjacency", "the adjacency"), ("attributes", "the attribute table of --label-column"),
