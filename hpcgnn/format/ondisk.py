@@ -32,6 +32,26 @@ training positives are the stored graph's own edges (``num_train`` units of them
 ``link_`` prefix is reserved: no node field may use it. Version 1 datasets (no edge sets) are
 still read.
 
+Typed (heterogeneous) graphs (:mod:`hpcgnn.format.schema`): inside each part's range the nodes
+are ordered by node type, so part ``p``'s type-``t`` nodes are one contiguous block, and the
+blocks of all (part, type) pairs tile the id space (:class:`~hpcgnn.format.schema.TypeLayout`).
+``meta.json`` then holds ``schema``: ``{"node_types": [T names], "edge_types": [[src_type,
+relation, dst_type], ...] (R canonical relations, names distinct), "target": the labelled type or
+null, "type_counts": [P][T] nodes of each type in each part (each row sums to the part's node
+count), "relation_counts": [R] edges of each relation (summing to num_edges), "typed_fields":
+{type: {field: {dtype, shape[, encoding]}}}}``, and the part files hold
+
+``<field>@<type>``  [n_pt, ...]   per-type node field (``feat@paper``): part ``p``'s type-``t``
+                                  rows in id order (row ``i``: type id ``type_starts[t, p] + i``)
+``edge_etype``      int8/int16 [e_p]  each in-edge's relation index; every node's in-edges are
+                                  stored grouped by relation, ascending
+
+``label`` and the split masks stay full-length node fields (-1 and False off the labelled type).
+``orig_id`` of a typed node is its input id, numbered type by type: type ``t``'s input ids start at
+the total count of the types before it, so ``orig_id`` minus that start is its id in the input's
+own per-type numbering. A dataset without ``schema`` is homogeneous (one type, one relation,
+no ``etype``), as every dataset written before typed graphs.
+
 ``orig_id`` is the id a user's own data names the node by: the edge list's id as written (also
 with ``--relabel`` or ``--id-base 1``), the id before ``--largest-component`` dropped nodes, else
 the node's row in the input; outputs keyed by node (saved embeddings) carry it.
@@ -74,6 +94,7 @@ import numpy as np
 
 from hpcgnn.format.feat_dtype import ENCODINGS
 from hpcgnn.format.fields import MASKS, UNLABELLED, check_node_field
+from hpcgnn.format.schema import ETYPE, Schema, check_name, typed_field_name
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.files import atomic_path, open_regular
 
@@ -83,10 +104,19 @@ FORMAT_NAME = "hpcgnn-partition"
 # checksummed parts and this one reads unchecksummed ones; a bump would only refuse them.
 # Version 2 added the link-prediction edge sets (``link``); version 1 datasets have none and read
 # the same, so both are accepted.
+# Version 3 is a typed dataset (``schema``): written only for typed graphs, so that an hpcgnn that
+# knows no types refuses it by its version rather than read it as one homogeneous graph;
+# homogeneous datasets are still written as version 2.
 FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+TYPED_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 STRUCTURE = ("indptr", "indices", "eid", "orig_id")
 EDGE_PREFIX = "edge_"
+#: what joins a per-type field's name and its type in a dataset name (``feat@paper``:
+#: :func:`~hpcgnn.format.schema.typed_field_name`); no other field name may hold it
+TYPED_SEPARATOR = "@"
+#: the keys of meta.json's ``schema`` entry
+SCHEMA_KEYS = ("node_types", "edge_types", "target", "type_counts", "relation_counts", "typed_fields")
 LINK_PREFIX = "link_"
 #: the held-out edge sets of a link-prediction dataset
 LINK_SPLITS = ("val", "test")
@@ -282,16 +312,20 @@ def validate_meta(meta, path, directory) -> None:
     ``feat`` [N, width]: :func:`hpcgnn.format.fields.check_node_field`), and no node field uses the
     reserved ``edge_`` or ``link_`` prefixes; ``source`` and ``partitioner``, when present, are
     objects; version 1 or 2, and a ``link`` entry (version 2 only) with its keys' types and
-    per-part ``link_val``/``link_test`` counts summing to ``num_val``/``num_test``. Raises
-    InputError.
+    per-part ``link_val``/``link_test`` counts summing to ``num_val``/``num_test``; a ``schema``
+    entry (a typed dataset) with a valid schema (:meth:`~hpcgnn.format.schema.Schema.from_meta`),
+    only its own keys, ``type_counts`` [P][T] whose rows sum to the parts' node counts,
+    ``relation_counts`` [R] summing to ``num_edges``, ``typed_fields`` of declared types with
+    field specs as above, an integer edge field ``etype`` and no node field name holding ``@``.
+    Raises InputError.
     """
     if not isinstance(meta, dict):
         raise InputError(path, "must be a JSON object", value=type(meta).__name__)
     if meta.get("format") != FORMAT_NAME:
         raise InputError(path, f"not a {FORMAT_NAME} dataset", "format", meta.get("format"))
     if not _is_int(meta.get("version")) or meta["version"] not in READABLE_VERSIONS:
-        raise InputError(path, "unsupported version (this hpcgnn reads "
-                         f"{' and '.join(str(v) for v in READABLE_VERSIONS)})", "version", meta.get("version"))
+        readable = ", ".join(str(v) for v in READABLE_VERSIONS[:-1]) + f" and {READABLE_VERSIONS[-1]}"
+        raise InputError(path, f"unsupported version (this hpcgnn reads {readable})", "version", meta.get("version"))
     for key in ("num_nodes", "num_edges", "num_parts", "node_starts", "edge_starts", "parts", "node_fields"):
         if key not in meta:
             raise InputError(path, "missing field", key)
@@ -329,6 +363,87 @@ def validate_meta(meta, path, directory) -> None:
         _check_fields(path, meta.get(key, {}), key, prefix)
     if meta.get("link") is not None:
         _check_link(path, meta)
+    if meta.get("schema") is not None:
+        _check_schema(path, meta)
+
+
+def dataset_schema(meta) -> Schema:
+    """Local. The :class:`~hpcgnn.format.schema.Schema` of a validated ``meta.json``:
+    ``Schema.homogeneous()`` for a dataset without a ``schema`` entry."""
+    entry = meta.get("schema")
+    return Schema.homogeneous() if entry is None else Schema.from_meta(entry, None)
+
+
+def typed_datasets(meta) -> dict:
+    """Local. ``{dataset name: (type index, field, spec)}`` of every per-type node field of a
+    validated ``meta.json`` (empty without a ``schema`` entry)."""
+    entry = meta.get("schema")
+    if entry is None:
+        return {}
+    types = entry["node_types"]
+    return {typed_field_name(node_type, field): (types.index(node_type), field, spec)
+            for node_type, fields in entry.get("typed_fields", {}).items() for field, spec in fields.items()}
+
+
+def _check_schema(path, meta):
+    """Refuse a ``schema`` entry (a typed dataset) that is malformed or disagrees with the counts."""
+    entry = meta["schema"]
+    if meta["version"] < TYPED_VERSION:
+        raise InputError(path, f"a typed dataset (schema) needs format version {TYPED_VERSION}", "version",
+                         meta["version"])
+    schema = Schema.from_meta(entry, path)
+    unknown = sorted(set(entry) - set(SCHEMA_KEYS))
+    if unknown:
+        raise InputError(path, f"is not a key of the schema entry (the keys are {', '.join(SCHEMA_KEYS)})",
+                         f"schema.{_shown(unknown[0])}")
+    num_parts, num_types, node_starts = meta["num_parts"], schema.num_types, meta["node_starts"]
+    counts = entry.get("type_counts")
+    if not isinstance(counts, list) or len(counts) != num_parts \
+            or not all(isinstance(row, list) and len(row) == num_types for row in counts):
+        raise InputError(path, f"must be num_parts x num_node_types ({num_parts} x {num_types}) lists of node counts",
+                         "schema.type_counts", counts)
+    for part_id, row in enumerate(counts):
+        for type_index, count in enumerate(row):
+            if not _is_count(count):
+                raise InputError(path, "must be a non-negative integer below 2**63",
+                                 f"schema.type_counts[{part_id}][{type_index}]", count)
+        want = node_starts[part_id + 1] - node_starts[part_id]
+        if sum(row) != want:
+            raise InputError(path, f"part {part_id}'s node counts per type sum to {sum(row)}, not the part's "
+                             f"{want} nodes", f"schema.type_counts[{part_id}]", row)
+    relation_counts = entry.get("relation_counts")
+    if not isinstance(relation_counts, list) or len(relation_counts) != schema.num_relations \
+            or not all(_is_count(x) for x in relation_counts):
+        raise InputError(path, f"must list the edge count of each of the {schema.num_relations} relations",
+                         "schema.relation_counts", relation_counts)
+    if sum(relation_counts) != meta["num_edges"]:
+        raise InputError(path, f"the relations' edge counts sum to {sum(relation_counts)}, not num_edges "
+                         f"{meta['num_edges']}", "schema.relation_counts", relation_counts)
+    typed_fields = entry.get("typed_fields", {})
+    if not isinstance(typed_fields, dict):
+        raise InputError(path, "must be an object of node type: {field: {dtype, shape}}", "schema.typed_fields",
+                         typed_fields)
+    for node_type, fields in typed_fields.items():
+        if node_type not in schema.node_types:
+            raise InputError(path, f"names an unknown node type (the types are {', '.join(schema.node_types)})",
+                             "schema.typed_fields", node_type)
+        key = f"schema.typed_fields.{node_type}"
+        if not isinstance(fields, dict):
+            raise InputError(path, "must be an object of field: {dtype, shape}", key, fields)
+        for field in fields:
+            check_name(path, key, field)
+            if field == "label" or field in MASKS:
+                raise InputError(path, "labels and masks are node fields of the whole graph (node_fields), not "
+                                 "per-type fields", key, field)
+        _check_fields(path, fields, key, "")
+    for name in meta["node_fields"]:
+        if TYPED_SEPARATOR in name:
+            raise InputError(path, f"a node field name may not hold '{TYPED_SEPARATOR}' (it names per-type "
+                             "datasets)", "node_fields", name)
+    spec = meta.get("edge_fields", {}).get(ETYPE)
+    if not isinstance(spec, dict) or np.dtype(spec["dtype"]).kind not in "iu" or spec["shape"] != []:
+        raise InputError(path, f"a typed dataset needs edge field {ETYPE!r}, each edge's relation index (an "
+                         "integer per edge)", f"edge_fields.{ETYPE}", spec)
 
 
 def _check_link(path, meta):
@@ -601,6 +716,9 @@ class PartFile:
         for key, rows, prefix in (("node_fields", n, ""), ("edge_fields", e, EDGE_PREFIX)):
             for name, spec in self.meta.get(key, {}).items():
                 want[prefix + name] = ((rows, *spec["shape"]), np.dtype(spec["dtype"]))
+        for name, (type_index, _, spec) in typed_datasets(self.meta).items():
+            rows = self.meta["schema"]["type_counts"][self.part_id][type_index]
+            want[name] = ((rows, *spec["shape"]), np.dtype(spec["dtype"]))
         if link_datasets(self.meta):
             k, info = self.meta["link"]["eval_negatives"], self.meta["parts"][self.part_id]
             for split in LINK_SPLITS:
@@ -685,7 +803,8 @@ class PartFile:
         """Local. Every way this part's values break the format, as InputErrors (empty if none).
 
         ``arrays`` maps dataset names to what was read of them (any of ``indptr``, ``indices``,
-        ``label``, the masks, the ``link_*`` sets). Checked: ``indptr`` never decreases (that it
+        ``label``, the masks, the ``link_*`` sets, a typed dataset's ``edge_etype``). Checked: every
+        relation index of ``edge_etype`` lies in ``[0, R)``; ``indptr`` never decreases (that it
         runs from 0 to the part's edge count is :meth:`problems`' check), so with ``problems``
         every offset lies in ``[0, num_edges]``; every source id in ``indices`` and every id
         of the edge sets lies in ``[0, num_nodes)``, each edge-set destination in this part; a
@@ -714,6 +833,12 @@ class PartFile:
                     if bad is not None:
                         refuse(f"destination outside this part's nodes [{self.node_range[0]}, {self.node_range[1]})",
                                name, bad)
+        etype = arrays.get(EDGE_PREFIX + ETYPE)
+        if etype is not None and etype.size and self.meta.get("schema") is not None:
+            num_relations = len(self.meta["schema"]["edge_types"])
+            bad = _first_outside(etype, 0, num_relations)
+            if bad is not None:
+                refuse(f"relation index outside [0, {num_relations})", EDGE_PREFIX + ETYPE, bad)
         self._label_problems(arrays, refuse)
         return found
 

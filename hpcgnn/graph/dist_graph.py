@@ -17,6 +17,7 @@ import numpy as np
 from hpcgnn import _csr, _sample
 from hpcgnn.format import ondisk
 from hpcgnn.format.fields import MASKS
+from hpcgnn.format.schema import ETYPE, TypeLayout
 from hpcgnn.runtime.collectives import fail_together
 from hpcgnn.runtime.comm import node_comm, world
 from hpcgnn.runtime.errors import InputError
@@ -82,6 +83,19 @@ class DistGraph(CollectiveResource):
         samplers may skip their duplicate-edge checks. False when unknown.
     link_meta : dict or None
         ``meta.json``'s ``link`` entry (split, seed, K, counts; see :mod:`hpcgnn.format.ondisk`), or None.
+    schema : Schema
+        Node types and canonical relations (:class:`~hpcgnn.format.schema.Schema`);
+        ``Schema.homogeneous()`` for a dataset without types.
+    layout : TypeLayout
+        Where every (part, node type) block sits in the global ids: ``layout.type_ids(gids)``
+        gives each node's type and id within its type, ``layout.gids_of(t, tids)`` the inverse.
+        A homogeneous dataset's is ``TypeLayout.homogeneous(book.starts)``.
+    typed_ndata : dict
+        ``{type: {field: DistTensor}}``: the per-type node fields of a typed dataset (``feat`` of
+        each type's own width), indexed by type id (``tids`` of :meth:`TypeLayout.type_ids`) and
+        sharded as the layout places each type (book ``layout.type_starts[t]``); empty for a
+        homogeneous dataset. ``label`` and the masks stay in ``ndata`` (global ids), and each
+        edge's relation index is ``edata["etype"]``.
     """
 
     def __init__(self, path, comm=None, progress_interval=None):
@@ -94,6 +108,10 @@ class DistGraph(CollectiveResource):
                              f"dataset has {parts} parts but the job has {self.comm.size} ranks "
                              f"(run it with mpirun -np {parts})", "num_parts", parts)
         self.book = PartitionBook.from_meta(self.meta, "node")
+        self.schema = ondisk.dataset_schema(self.meta)
+        typed = self.meta.get("schema")
+        self.layout = (TypeLayout.homogeneous(self.book.starts) if typed is None
+                       else TypeLayout(self.schema, typed["type_counts"]))
         self.edge_book = PartitionBook.from_meta(self.meta, "edge")
         self.num_nodes = int(self.meta["num_nodes"])
         self.num_edges = int(self.meta["num_edges"])
@@ -147,12 +165,23 @@ class DistGraph(CollectiveResource):
             self.edata = {name: self._field(read, ondisk.EDGE_PREFIX + name, (self.num_edges, *spec["shape"]),
                                             spec, self.edge_book)
                           for name, spec in self.meta.get("edge_fields", {}).items()}
+            self.typed_ndata = self._typed_fields(read)
             self.link_meta = self.meta.get("link")
             self.link = self._read_links(read)
         if not read_errors:
             read_errors.extend(part.value_problems(self._loaded_arrays()))
         fail_together(self.comm, read_errors[0] if read_errors else None, self.path)
         sync_windows(self.comm, [self._indptr_win, self._indices_win])
+
+    def _typed_fields(self, read) -> dict:
+        """``{type: {field: DistTensor}}`` of the per-type node fields (see the class docstring), each
+        shard read from this rank's ``field@type`` dataset through ``read``."""
+        typed = {}
+        for name, (type_index, field, spec) in ondisk.typed_datasets(self.meta).items():
+            book = PartitionBook(self.layout.type_starts[type_index])
+            shape = (self.layout.num_nodes_of(type_index), *spec["shape"])
+            typed.setdefault(self.schema.node_types[type_index], {})[field] = self._field(read, name, shape, spec, book)
+        return typed
 
     def _read_links(self, read):
         """This rank's held-out edge sets ``{"val": (src, dst, neg), ...}`` (see the class docstring),
@@ -176,6 +205,8 @@ class DistGraph(CollectiveResource):
         arrays = {"indptr": self._indptr_win.local, "indices": self._indices_win.local}
         arrays.update({name: tensor.local for name, tensor in self.ndata.items()
                        if name == "label" or name in MASKS})
+        if ETYPE in self.edata:
+            arrays[ondisk.EDGE_PREFIX + ETYPE] = self.edata[ETYPE].local
         for split, sets in (self.link or {}).items():
             for name, ids in zip(ondisk.link_arrays(self.meta), sets, strict=True):
                 arrays[f"{ondisk.LINK_PREFIX}{split}_{name}"] = ids
@@ -339,14 +370,14 @@ class DistGraph(CollectiveResource):
     def network_bytes(self) -> int:
         """Local. Bytes this rank has read from (or written to) other nodes through the graph's
         windows: adjacency and every field."""
-        tensors = list(self.ndata.values()) + list(self.edata.values())
+        tensors = self._tensors()
         return sum(w.network_bytes for w in [t.window for t in tensors] + [self._indptr_win, self._indices_win])
 
     # -------------------------------------------------------------- lifetime
     def barrier(self):
         """Collective over comm. Complete every rank's writes to the graph's fields (``ndata``,
-        ``edata``) and make them visible to every rank, as :meth:`DistTensor.barrier` does for one."""
-        tensors = list(self.ndata.values()) + list(self.edata.values())
+        ``edata``, ``typed_ndata``) and make them visible to every rank, as :meth:`DistTensor.barrier` does for one."""
+        tensors = self._tensors()
         sync_windows(self.comm, [t.window for t in tensors] + [self._indptr_win, self._indices_win])
 
     def close(self):
@@ -354,14 +385,19 @@ class DistGraph(CollectiveResource):
         if self.progress is not None:
             self.progress.close()
             self.progress = None
-        for tensor in list(self.ndata.values()) + list(self.edata.values()):
+        for tensor in self._tensors():
             tensor.close()
         self._indices_win.close()
         self._indptr_win.close()
         if self._ncomm is not None:
             self._ncomm.Free()
             self._ncomm = None
-        self.ndata, self.edata = {}, {}
+        self.ndata, self.edata, self.typed_ndata = {}, {}, {}
+
+    def _tensors(self) -> list:
+        """Every field of the graph: node, edge and per-type node fields."""
+        typed = [tensor for fields in self.typed_ndata.values() for tensor in fields.values()]
+        return list(self.ndata.values()) + list(self.edata.values()) + typed
 
 
     def __repr__(self):

@@ -18,6 +18,7 @@ import numpy as np
 
 from hpcgnn.format import ondisk
 from hpcgnn.format.fields import MASKS, ORIG_ID
+from hpcgnn.format.schema import ETYPE, TypeLayout
 from hpcgnn.prep.edge_digest import EdgeDigest, csc_digest, graph_digest
 from hpcgnn.prep.read import add_reader_arguments
 from hpcgnn.runtime.errors import InputError
@@ -39,6 +40,12 @@ def verify(directory, meta: dict, notes=None) -> list[str]:
     With edge sets (``meta["link"]``): every id of ``link_*`` in ``[0, num_nodes)``, each
     evaluation edge's destination owned by its part, and no evaluation edge in any part's CSC
     (in either direction when ``link.symmetric``).
+    A typed dataset (``meta["schema"]``): every edge's relation index in range, its source and
+    destination of the types its relation names (through the
+    :class:`~hpcgnn.format.schema.TypeLayout`), every node's in-edges grouped by relation in
+    ascending order, the per-type fields one row per node of their type in the part (the shapes
+    :meth:`ondisk.PartFile.problems` checks) and the edges of each relation as many as
+    ``schema.relation_counts`` says.
     A part that cannot be opened or read (truncated, corrupt) is one problem, and the others
     are still checked. Last, once all of that passed, the stored edges themselves
     (:func:`_check_stored_edges`).
@@ -49,13 +56,16 @@ def verify(directory, meta: dict, notes=None) -> list[str]:
     seen_nodes = np.zeros(meta["num_nodes"], dtype=bool) if complete else None
     seen_edges = np.zeros(meta["num_edges"], dtype=bool) if complete else None
     beyond = []  # orig_id values >= num_nodes: input ids left by --largest-component or --relabel
+    typed = _TypedCheck(meta) if meta.get("schema") is not None else None
     for part_id, info in enumerate(meta["parts"]):
         try:
             complete &= _verify_part(directory, meta, part_id, info, seen_nodes, seen_edges, beyond, problems,
-                                     held_out)
+                                     held_out, typed)
         except InputError as exc:
             problems.append(str(exc))
             complete = False
+    if typed is not None and complete:
+        typed.check_relation_counts(problems)
     beyond = np.concatenate(beyond) if beyond else np.empty(0, dtype=np.int64)
     if np.unique(beyond).shape[0] != beyond.shape[0]:
         problems.append("orig_id repeats ids across parts")
@@ -233,7 +243,49 @@ def _check_no_held_out_edge(name, part, indptr, indices, n, held_out, problems):
         problems.append(f"{name}: {found} edge(s) of the CSC are held-out evaluation edges")
 
 
-def _verify_part(directory, meta, part_id, info, seen_nodes, seen_edges, beyond, problems, held_out=None) -> bool:
+class _TypedCheck:
+    """The typed invariants of ``inspect --verify``, part by part (:func:`verify`)."""
+
+    def __init__(self, meta):
+        self.meta = meta
+        self.schema = ondisk.dataset_schema(meta)
+        self.layout = TypeLayout(self.schema, meta["schema"]["type_counts"])
+        self.src_types, self.dst_types = self.schema.relation_types()
+        self.edges_seen = np.zeros(self.schema.num_relations, dtype=np.int64)
+
+    def check_part(self, name, part, indptr, indices, etype, problems) -> None:
+        """Append to ``problems`` each typed invariant part ``part`` breaks (its relation indices
+        already known to be in range)."""
+        etype = etype.astype(np.int64)
+        self.edges_seen += np.bincount(etype, minlength=self.schema.num_relations)
+        relations = self.schema.relations
+        degree = np.diff(indptr)
+        dst = part.node_range[0] + np.repeat(np.arange(part.num_nodes, dtype=np.int64), degree)
+        for end, ids, want in (("source", indices, self.src_types), ("destination", dst, self.dst_types)):
+            wrong = np.flatnonzero(self.layout.types_of(ids) != want[etype])
+            if wrong.size:
+                k = int(wrong[0])
+                got = self.schema.node_types[int(self.layout.types_of(ids[k:k + 1])[0])]
+                src_type, rel, dst_type = relations[etype[k]]
+                problems.append(f"{name}: {wrong.size} edge(s) whose {end} is not of their relation's type, e.g. "
+                                f"stored edge {k} of relation {rel} ({src_type} -> {dst_type}) has a {end} of "
+                                f"type {got} (node {int(ids[k])})")
+        falls = np.flatnonzero(etype[1:] < etype[:-1]) + 1  # positions where the relation index drops
+        falls = falls[indptr[np.searchsorted(indptr, falls, side="right") - 1] != falls]  # not at a row start
+        if falls.size:
+            node = part.node_range[0] + int(np.searchsorted(indptr, falls[0], side="right")) - 1
+            problems.append(f"{name}: in-edges not grouped by relation in ascending order at {falls.size} place(s), "
+                            f"e.g. node {node}")
+
+    def check_relation_counts(self, problems) -> None:
+        want = self.meta["schema"]["relation_counts"]
+        if self.edges_seen.tolist() != want:
+            problems.append(f"the parts hold {self.edges_seen.tolist()} edges per relation, meta.json's "
+                            f"schema.relation_counts says {want}")
+
+
+def _verify_part(directory, meta, part_id, info, seen_nodes, seen_edges, beyond, problems, held_out=None,
+                 typed=None) -> bool:
     """Append the problems of one part to ``problems``; True if its ids were checked too (the
     file matched meta.json), InputError when it cannot be opened or read to the end."""
     name = info["file"]
@@ -253,10 +305,15 @@ def _verify_part(directory, meta, part_id, info, seen_nodes, seen_edges, beyond,
         indptr, indices = part.read("indptr"), part.read("indices")
         values = {"indptr": indptr, "indices": indices}
         values.update({key: part.read(key) for key in ("label", *MASKS) if key in meta["node_fields"]})
+        etype_name = ondisk.EDGE_PREFIX + ETYPE
+        if typed is not None:
+            values[etype_name] = part.read(etype_name)
         bad_values = part.value_problems(values)
         problems.extend(str(exc) for exc in bad_values)
         if not any(exc.field in ("indptr", "indices") for exc in bad_values):
             _check_no_held_out_edge(name, part, indptr, indices, meta["num_nodes"], held_out, problems)
+            if typed is not None and not any(exc.field == etype_name for exc in bad_values):
+                typed.check_part(name, part, indptr, indices, values[etype_name], problems)
         orig_id = part.read("orig_id")
         inside = orig_id < meta["num_nodes"]
         beyond.append(orig_id[~inside])
@@ -316,6 +373,8 @@ def describe(meta: dict) -> str:
                      f"{_fmt(part.get('test', 0), '>9,')} {mib:>9}")
     imb = ", ".join(f"{k} {v}" for k, v in _entry(p, "imbalance").items() if v is not None)
     lines.append(f"imbalance (max/mean): {imb}")
+    if meta.get("schema") is not None:
+        lines.extend(_describe_schema(meta["schema"]))
     link = meta.get("link")
     if link:
         split = link["split"] if isinstance(link["split"], str) else ",".join(f"{f:g}" for f in link["split"])
@@ -328,6 +387,23 @@ def describe(meta: dict) -> str:
                      f"({'drawn' if link['negatives'] == 'uniform' else 'from the dataset'}) per "
                      f"val/test edge; val/test per part: {per_part}")
     return "\n".join(lines)
+
+
+def _describe_schema(entry) -> list[str]:
+    """The lines of a typed dataset's schema: node types with their counts and fields, the
+    labelled type, relations with their edge counts (``meta.json`` already validated)."""
+    counts = np.asarray(entry["type_counts"], dtype=np.int64).sum(axis=0)
+    types = []
+    for node_type, count in zip(entry["node_types"], counts):
+        fields = entry.get("typed_fields", {}).get(node_type, {})
+        shown = ", ".join(f"{f} {v.get('encoding') or v['dtype']}{v['shape']}" for f, v in fields.items())
+        types.append(f"{node_type} {int(count):,}" + (f" ({shown})" if shown else " (no features)"))
+    lines = [f"node types ({len(types)}): " + "; ".join(types)
+             + (f"; labelled type: {entry['target']}" if entry.get("target") else "")]
+    relations = [f"{rel} ({src} -> {dst}) {count:,}"
+                 for (src, rel, dst), count in zip(entry["edge_types"], entry["relation_counts"])]
+    lines.append(f"relations ({len(relations)}): " + "; ".join(relations))
+    return lines
 
 
 def _entry(mapping, key) -> dict:

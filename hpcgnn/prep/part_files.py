@@ -34,15 +34,21 @@ def imbalance(parts_info: list, key: str):
     return round(float(values.max() / values.mean()), 4)
 
 
+def _spec(name, arr, encodings) -> dict:
+    spec = {"dtype": str(arr.dtype), "shape": list(arr.shape[1:])}
+    if (encodings or {}).get(name):
+        spec["encoding"] = encodings[name]
+    return spec
+
+
 def field_specs(arrays: dict, encodings=None) -> tuple[dict, dict]:
-    """Local. meta.json's ``node_fields`` and ``edge_fields`` from one part's arrays."""
+    """Local. meta.json's ``node_fields`` and ``edge_fields`` from one part's arrays (a typed
+    dataset's per-type fields, ``feat@paper``, are :func:`typed_field_specs`')."""
     node, edge = {}, {}
     for name, arr in arrays.items():
-        if name in ondisk.STRUCTURE or name.startswith(ondisk.LINK_PREFIX):
+        if name in ondisk.STRUCTURE or name.startswith(ondisk.LINK_PREFIX) or ondisk.TYPED_SEPARATOR in name:
             continue
-        spec = {"dtype": str(arr.dtype), "shape": list(arr.shape[1:])}
-        if (encodings or {}).get(name):
-            spec["encoding"] = encodings[name]
+        spec = _spec(name, arr, encodings)
         if name.startswith(ondisk.EDGE_PREFIX):
             edge[name[len(ondisk.EDGE_PREFIX):]] = spec
         else:
@@ -50,11 +56,46 @@ def field_specs(arrays: dict, encodings=None) -> tuple[dict, dict]:
     return node, edge
 
 
-def write_part_file(directory, arrays, part_id, num_parts, node_starts, edge_start, checksums=True):
-    """Local. Write part ``part_id``'s file into ``directory``; returns its meta.json entry
-    (file name, size, sha256)."""
+def typed_field_specs(arrays: dict, schema, encodings=None) -> dict:
+    """Local. meta.json's ``schema.typed_fields`` (``{type: {field: spec}}``) from one part's arrays,
+    which hold every per-type field (``field@type``), even with no row of its type in the part."""
+    specs = {}
+    for node_type in schema.node_types:
+        for name, arr in arrays.items():
+            field, _, owner = name.partition(ondisk.TYPED_SEPARATOR)
+            if owner == node_type:
+                specs.setdefault(node_type, {})[field] = _spec(name, arr, encodings)
+    return specs
+
+
+def schema_meta(relation_counts, layout, typed_specs) -> dict:
+    """Local. meta.json's ``schema`` entry of a typed dataset: the schema
+    (:meth:`~hpcgnn.format.schema.Schema.as_meta`), every part's node count per type
+    (``type_counts`` [P][T], from the :class:`~hpcgnn.format.schema.TypeLayout`), the edge count
+    of every relation (``relation_counts`` [R]) and the per-type node fields (``typed_fields``)."""
+    entry = layout.schema.as_meta()
+    entry["type_counts"] = [[int(x) for x in row] for row in layout.type_counts]
+    entry["relation_counts"] = [int(x) for x in relation_counts]
+    entry["typed_fields"] = typed_specs or {}
+    return entry
+
+
+def type_imbalance(layout) -> dict:
+    """Local. ``{"nodes@<type>": max/mean}`` of every node type's per-part count (None for a type
+    without nodes)."""
+    counts = layout.type_counts.astype(np.float64)
+    means = counts.mean(axis=0)
+    return {f"nodes@{node_type}": (round(float(counts[:, t].max() / means[t]), 4) if means[t] else None)
+            for t, node_type in enumerate(layout.schema.node_types)}
+
+
+def write_part_file(directory, arrays, part_id, num_parts, node_starts, edge_start, checksums=True,
+                    version=ondisk.FORMAT_VERSION):
+    """Local. Write part ``part_id``'s file into ``directory`` (``version``: the dataset's format
+    version, :data:`~hpcgnn.format.ondisk.TYPED_VERSION` for a typed one); returns its meta.json
+    entry (file name, size, sha256)."""
     path = os.path.join(directory, ondisk.part_file_name(part_id))
-    attrs = {"format": ondisk.FORMAT_NAME, "version": ondisk.FORMAT_VERSION, "part_id": part_id,
+    attrs = {"format": ondisk.FORMAT_NAME, "version": version, "part_id": part_id,
              "num_parts": num_parts, "node_start": int(node_starts[part_id]),
              "node_end": int(node_starts[part_id + 1]), "edge_start": int(edge_start)}
     ondisk.write_part(path, arrays, attrs, checksums)

@@ -22,6 +22,7 @@ from hpcgnn._metis import part_graph_kway
 from hpcgnn.format import ondisk
 from hpcgnn.format.feat_dtype import FEAT_DTYPES, encode, encoding_of
 from hpcgnn.format.fields import ORIG_ID
+from hpcgnn.format.schema import ETYPE, TypeLayout, typed_field_name
 from hpcgnn.prep.edge_digest import graph_digest
 from hpcgnn.prep.edge_split import (
     DEFAULT_EVAL_NEGATIVES,
@@ -32,7 +33,15 @@ from hpcgnn.prep.edge_split import (
 )
 from hpcgnn.prep.graph import Graph
 from hpcgnn.prep.kaminpar import part_graph_kaminpar
-from hpcgnn.prep.part_files import dataset_meta, field_specs, part_stats, write_part_file
+from hpcgnn.prep.part_files import (
+    dataset_meta,
+    field_specs,
+    part_stats,
+    schema_meta,
+    type_imbalance,
+    typed_field_specs,
+    write_part_file,
+)
 from hpcgnn.prep.read import add_reader_arguments, detect_format, read_graph, reader_options
 from hpcgnn.prep.transform import prepare
 from hpcgnn.runtime.errors import InputError
@@ -74,14 +83,33 @@ def parse_balance(text, where=None) -> tuple:
     return tuple(dict.fromkeys(names))
 
 
+def input_types(graph: Graph) -> np.ndarray | None:
+    """Local. The node type id of every input node of a typed graph (its ids are numbered type by
+    type: ``graph.type_offsets``), None for a homogeneous graph."""
+    if graph.schema is None:
+        return None
+    counts = np.diff(np.asarray(graph.type_offsets, dtype=np.int64))
+    return np.repeat(np.arange(counts.shape[0], dtype=np.int16), counts)
+
+
 def balance_weights(graph: Graph, indptr, balance=DEFAULT_BALANCE):
     """Local. METIS vertex weights: one column per balanced quantity of ``balance`` (a split's
-    column only when its mask selects some node).
+    column only when its mask selects some node). On a typed graph ``nodes`` is one column per
+    node type that has nodes (``nodes@paper``, ...): each type's count is balanced across the parts,
+    not only their sum.
 
     Returns ``(weights [N, ncon] int64, names)``.
     """
     columns, names = [], []
+    types = input_types(graph)
     for name in balance:
+        if name == "nodes" and types is not None:
+            for index, node_type in enumerate(graph.schema.node_types):
+                column = (types == index).astype(np.int64)
+                if column.any():
+                    columns.append(column)
+                    names.append(f"nodes@{node_type}")
+            continue
         if name == "nodes":
             column = np.ones(graph.num_nodes, dtype=np.int64)
         elif name == "in_degree":
@@ -109,7 +137,8 @@ def assign_parts(graph: Graph, csc, num_parts: int, method: str = "metis", seed:
     the quantities named by ``balance`` (default: node count, in-degree and train/val/test
     membership); ``kaminpar`` minimises it with KaMinPar on every core of the node, balancing
     one quantity (:mod:`hpcgnn.prep.kaminpar`, its scratch file under ``scratch_parent``);
-    ``random`` deals nodes out in equal shares from a seeded permutation (the baseline).
+    ``random`` deals nodes out in equal shares from a seeded permutation (the baseline; on a
+    typed graph each node type's nodes are dealt out in equal shares).
 
     Before METIS, edges between two nodes of degree above ``keep_degree`` are thinned
     (``_csr.sparsify_symmetric``; 0 disables it). On power-law graphs this hands METIS a
@@ -122,8 +151,18 @@ def assign_parts(graph: Graph, csc, num_parts: int, method: str = "metis", seed:
     if method == "random":
         order = np.random.default_rng(seed).permutation(graph.num_nodes)
         parts = np.empty(graph.num_nodes, dtype=np.int64)
-        parts[order] = np.arange(graph.num_nodes) * num_parts // graph.num_nodes
+        types = input_types(graph)
+        if types is None:
+            parts[order] = np.arange(graph.num_nodes) * num_parts // graph.num_nodes
+            return parts, info
+        order = order[np.argsort(types[order], kind="stable")]  # each type's nodes, shuffled, type after type
+        offsets = np.asarray(graph.type_offsets, dtype=np.int64)
+        for first, end in zip(offsets[:-1], offsets[1:]):
+            parts[order[first:end]] = np.arange(end - first) * num_parts // max(end - first, 1)
         return parts, info
+    if method == "kaminpar" and graph.schema is not None:
+        raise InputError(graph.source, "KaMinPar balances one quantity, a typed graph needs each node type's "
+                         "count balanced: use --method metis (or random)", "--method", method)
     indptr, indices, _ = csc
     weights, names = balance_weights(graph, indptr, balance)
     if graph.symmetric:  # the in-edge CSC already is the undirected adjacency
@@ -149,13 +188,25 @@ class Relabeling:
     Nodes keep their input order inside a part, so the mapping is deterministic. With ``link``
     (a graph's held-out edge sets), ``links`` holds them in the new ids, by part
     (:class:`~hpcgnn.prep.edge_split.PartLinks`); else it is None.
+
+    With ``schema`` and ``types`` (a typed graph: each input node's type id) a part's nodes are
+    ordered by (type, input id), so each (part, type) block is contiguous and ``layout`` is its
+    :class:`~hpcgnn.format.schema.TypeLayout`; else ``layout`` is None.
     """
 
-    def __init__(self, parts: np.ndarray, num_parts: int, link=None):
+    def __init__(self, parts: np.ndarray, num_parts: int, link=None, schema=None, types=None):
         counts = np.bincount(parts, minlength=num_parts)
         self.node_starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        self.order = np.argsort(parts.astype(np.int16 if num_parts < 2**15 else np.int64),
-                                kind="stable")  # new id -> input id
+        self.layout = None
+        if schema is None:
+            self.order = np.argsort(parts.astype(np.int16 if num_parts < 2**15 else np.int64),
+                                    kind="stable")  # new id -> input id
+        else:
+            blocks = parts.astype(np.int64) * schema.num_types + types
+            self.order = np.argsort(blocks, kind="stable")
+            type_counts = np.bincount(blocks, minlength=num_parts * schema.num_types).reshape(num_parts, -1)
+            self.layout = TypeLayout(schema, type_counts)
+            del blocks
         self.new_id = np.empty(parts.shape[0], dtype=ondisk.id_dtype(parts.shape[0]))
         self.new_id[self.order] = np.arange(parts.shape[0], dtype=self.new_id.dtype)
         self.links = None if link is None else PartLinks(link, self.new_id, self.node_starts)
@@ -190,8 +241,26 @@ def part_arrays(graph: Graph, csc, relabel: Relabeling, part_id: int) -> dict:
         arrays[name] = rows.toarray() if hasattr(rows, "toarray") else rows
     for name, values in graph.edata.items():
         arrays[ondisk.EDGE_PREFIX + name] = values[part_eids]
+    if relabel.layout is not None:
+        arrays.update(_typed_rows(graph, relabel, part_id))
     if relabel.links is not None:
         arrays.update(relabel.links.part_arrays(part_id))
+    return arrays
+
+
+def _typed_rows(graph: Graph, relabel: Relabeling, part_id: int) -> dict:
+    """Part ``part_id``'s rows of every per-type node field (``feat@paper``, ...), in new-id order;
+    a sparse field densified for this part alone."""
+    arrays = {}
+    for type_index, node_type in enumerate(graph.schema.node_types):
+        fields = graph.typed_fields.get(node_type)
+        if not fields:
+            continue
+        start, end = relabel.layout.block_range(part_id, type_index)
+        rows = relabel.order[start:end] - graph.type_offsets[type_index]  # ids among this type's input nodes
+        for field, values in fields.items():
+            picked = values.tocsr()[rows] if hasattr(values, "tocsr") else np.asarray(values)[rows]
+            arrays[typed_field_name(node_type, field)] = picked.toarray() if hasattr(picked, "toarray") else picked
     return arrays
 
 
@@ -233,7 +302,13 @@ def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis"
         :class:`~hpcgnn.runtime.stages.StageLog` prints it with the stage's time.
     feat_dtype : str
         How ``feat`` is stored (:data:`~hpcgnn.format.feat_dtype.FEAT_DTYPES`): float32, or the
-        2-byte bfloat16 or float16 (:mod:`hpcgnn.format.feat_dtype`).
+        2-byte bfloat16 or float16 (:mod:`hpcgnn.format.feat_dtype`); on a typed graph every
+        type's ``feat`` too.
+
+    A typed graph (``graph.schema`` set: :func:`hpcgnn.prep.typed.typed_graph`) is written in the
+    typed layout: each part's nodes ordered by type, meta.json's ``schema`` entry, the per-type
+    fields as ``field@type`` datasets and the relation of every edge as edge field ``etype``
+    (see :mod:`hpcgnn.format.ondisk`); METIS balances each node type's count.
 
     Returns
     -------
@@ -258,23 +333,24 @@ def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis"
             f", METIS given {info['metis_edges']:,} of {info['undirected_edges']:,} undirected edges"
             if "metis_edges" in info else ""))
         timings["assign_s"] = time.perf_counter() - t0
-        relabel = Relabeling(parts, num_parts, graph.link)
+        relabel = Relabeling(parts, num_parts, graph.link, graph.schema, input_types(graph))
         del parts
         edge_counts = [int(csc[0][relabel.owned(p) + 1].sum() - csc[0][relabel.owned(p)].sum())
                        for p in range(num_parts)]
         edge_starts = np.concatenate([[0], np.cumsum(edge_counts)]).astype(np.int64)
         tmp_dir = make_temp_dir(out_dir)
-        plan = (tmp_dir, relabel.node_starts, edge_starts)
+        version = ondisk.FORMAT_VERSION if graph.schema is None else ondisk.TYPED_VERSION
+        plan = (tmp_dir, relabel.node_starts, edge_starts, version)
     else:
         plan = None
     if comm is not None:
         plan = comm.bcast(plan, root=0)
-    tmp_dir, node_starts, edge_starts = plan
+    tmp_dir, node_starts, edge_starts, version = plan
     track_temporary(tmp_dir)  # whichever rank ends the job (a signal, a failure) removes it
 
     try:
         meta = _write_dataset(graph, csc, relabel, info, tmp_dir, num_parts, node_starts,
-                              edge_starts, comm, source, timings, checksums, log, feat_dtype, edge_digest)
+                              edge_starts, comm, source, timings, checksums, log, feat_dtype, edge_digest, version)
     except BaseException:
         remove_temp_dir(tmp_dir)
         raise
@@ -289,20 +365,25 @@ def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis"
 
 
 def _write_dataset(graph, csc, relabel, info, tmp_dir, num_parts, node_starts, edge_starts, comm,
-                   source, timings, checksums=True, log=silent, feat_dtype="float32", edge_digest=None):
+                   source, timings, checksums=True, log=silent, feat_dtype="float32", edge_digest=None,
+                   version=ondisk.FORMAT_VERSION):
     """Write the part files (rank r writes parts r, r + size, ...) and, on rank 0, meta.json
     (with ``edge_digest``, rank 0's :class:`~hpcgnn.prep.edge_digest.EdgeDigest` of the edges)."""
     rank, size = (comm.rank, comm.size) if comm is not None else (0, 1)
     t0 = time.perf_counter()
-    written, stats, specs = [], [], None
+    written, stats, specs, typed_specs = [], [], None, None
     for part_id in range(num_parts):
         writer = part_id % size
         if rank == 0:
             arrays = part_arrays(graph, csc, relabel, part_id)
-            if feat_dtype != "float32" and "feat" in arrays:  # per part: never a second copy of all features
-                arrays["feat"] = encode(arrays["feat"], feat_dtype, (source or {}).get("input"))
+            for name in _feat_names(arrays) if feat_dtype != "float32" else ():
+                # per part: never a second copy of all features
+                arrays[name] = encode(arrays[name], feat_dtype, (source or {}).get("input"))
             stats.append(part_stats(arrays, node_starts[part_id], node_starts[part_id + 1]))
-            specs = specs or field_specs(arrays, {"feat": encoding_of(feat_dtype)})
+            if specs is None:
+                encodings = {name: encoding_of(feat_dtype) for name in _feat_names(arrays)}
+                specs = field_specs(arrays, encodings)
+                typed_specs = typed_field_specs(arrays, graph.schema, encodings) if graph.schema else None
             if writer != 0:
                 _send_arrays(comm, arrays, writer)
                 continue
@@ -311,7 +392,7 @@ def _write_dataset(graph, csc, relabel, info, tmp_dir, num_parts, node_starts, e
         else:
             continue
         written.append((part_id, write_part_file(tmp_dir, arrays, part_id, num_parts, node_starts,
-                                             edge_starts[part_id], checksums)))
+                                                 edge_starts[part_id], checksums, version)))
         del arrays
     if comm is not None:
         gathered = comm.gather(written, root=0)
@@ -326,8 +407,18 @@ def _write_dataset(graph, csc, relabel, info, tmp_dir, num_parts, node_starts, e
                         edge_digest)
     if graph.link is not None:
         meta["link"] = graph.link.meta()
+    if graph.schema is not None:
+        relation_counts = np.bincount(graph.edata[ETYPE], minlength=graph.schema.num_relations)
+        meta["version"] = version
+        meta["schema"] = schema_meta(relation_counts, relabel.layout, typed_specs)
+        meta["partitioner"]["imbalance"].update(type_imbalance(relabel.layout))
     ondisk.write_meta(tmp_dir, meta)
     return meta
+
+
+def _feat_names(arrays) -> list:
+    """The datasets ``--feat-dtype`` stores compactly: ``feat`` and every type's ``feat@type``."""
+    return [name for name in arrays if name == "feat" or name.startswith("feat@")]
 
 
 def _send_arrays(comm, arrays, dest):
@@ -505,6 +596,9 @@ def apply_edge_split(graph: Graph, args, log=silent) -> Graph:
                   "pass --edge-split dataset to keep it", flush=True)
             graph.link = None
         return graph
+    if graph.schema is not None:
+        raise InputError(args.input, "held-out edges of a typed graph are not supported (they would have to be "
+                         "drawn per relation)", "--edge-split", _shown_edge_split(args.edge_split))
     k = args.eval_negatives if args.eval_negatives is not None else DEFAULT_EVAL_NEGATIVES
     graph = hold_out_edges(graph, args.edge_split, k, args.split_seed, where=args.input,
                            negatives_kind=args.eval_negatives_kind or "corrupt")
@@ -535,7 +629,12 @@ def check_trainable(graph: Graph, input_path, split, link=False):
         raise InputError(input_path, "has labels but no training nodes (no train_mask): draw a split with "
                          "--split 0.6,0.2,0.2 (or per-class:20,30; --split dataset partitions without masks; "
                          "link prediction needs no node split: --edge-split T,V,E)", "train_mask", None)
-    if "feat" not in graph.ndata:
+    if graph.schema is not None:
+        bare = [t for t in graph.schema.node_types if "feat" not in graph.typed_fields.get(t, {})]
+        if bare:
+            print(f"hpcgnn partition: note: node type(s) {', '.join(bare)} of {input_path} have no features "
+                  "(feat); the model learns an embedding for their nodes", flush=True)
+    elif "feat" not in graph.ndata:
         print(f"hpcgnn partition: note: {input_path} has no node features (feat); train with --embed-dim D "
               "to learn a D-wide embedding per node instead", flush=True)
     names = graph.notes.get("class_names")

@@ -5,7 +5,9 @@ and node fields their nodes, and a reader's held-out edge sets (``Graph.link``) 
 :func:`largest_component` numbers the nodes anew (held-out edges too, dropping those it cannot
 name any more); it keeps each node's input-file id in node field
 :data:`~hpcgnn.format.fields.ORIG_ID`, so the part files and every output name the nodes as the
-input file does. The heavy ones (dedup, symmetrize) use the compiled CSR kernels, which are
+input file does. A typed graph (:mod:`hpcgnn.prep.typed`) keeps its types through the transforms
+that keep its nodes and its edges' order (self loops, splits); the others refuse it in one line
+naming their flag. The heavy ones (dedup, symmetrize) use the compiled CSR kernels, which are
 linear in the edge count apart from sorting each node's own neighbour list.
 """
 from __future__ import annotations
@@ -23,14 +25,27 @@ from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.stages import silent
 
 
+def _typed_like(new: Graph, old: Graph) -> Graph:
+    """``new`` with ``old``'s node types (a transform that keeps the nodes and the edges' order
+    keeps a typed graph typed)."""
+    new.schema, new.type_offsets, new.typed_fields = old.schema, old.type_offsets, old.typed_fields
+    return new
+
+
+def _refuse_typed(graph: Graph, flag: str, why: str):
+    """Refuse a transform that would renumber or drop a typed graph's nodes or edges across types."""
+    if graph.schema is not None:
+        raise InputError(graph.source, f"not applied to a typed graph: {why}", flag, graph.name)
+
+
 def _with_edges(graph, keep=None, src=None, dst=None, edata=None, symmetric=None):
     """Copy of ``graph`` with a new edge set (``keep`` selects or reorders existing edges)."""
     if keep is not None:
         src, dst = graph.src[keep], graph.dst[keep]
         edata = {k: v[keep] for k, v in graph.edata.items()}
     symmetric = graph.symmetric if symmetric is None else symmetric
-    return Graph(graph.num_nodes, src, dst, dict(graph.ndata), edata, graph.name, graph.source, symmetric,
-                 link=graph.link)
+    return _typed_like(Graph(graph.num_nodes, src, dst, dict(graph.ndata), edata, graph.name, graph.source,
+                             symmetric, link=graph.link), graph)
 
 
 def remove_self_loops(graph: Graph) -> Graph:
@@ -40,7 +55,9 @@ def remove_self_loops(graph: Graph) -> Graph:
 
 
 def dedup(graph: Graph) -> Graph:
-    """Local. Keep one edge per (src, dst) pair: the first in input order, input order kept."""
+    """Local. Keep one edge per (src, dst) pair: the first in input order, input order kept.
+    Refused on a typed graph (edges of two relations between the same nodes are not repeats)."""
+    _refuse_typed(graph, "--dedup", "edges of different relations between the same two nodes are distinct")
     _, _, eids = _unique_in_edges(graph.dst, graph.src, graph.num_nodes)
     if eids.shape[0] == graph.num_edges:
         return graph
@@ -62,8 +79,11 @@ def symmetrize(graph: Graph) -> Graph:
     The reverse of edge ``e`` carries ``e``'s edge fields. Like DGL's ``to_bidirected``, the
     result has each ordered pair once, so multi-edges of the input collapse too. Edges come
     out grouped by destination, sources ascending (CSC order), which makes the partitioner's
-    own CSC build a sequential pass.
+    own CSC build a sequential pass. Refused on a typed graph (a reverse edge belongs to a
+    reverse relation: the typed readers' ``--add-reverse`` adds them).
     """
+    _refuse_typed(graph, "--symmetrize", "a reverse edge needs a relation of its own; read the graph with "
+                  "--add-reverse, which adds relation rev_<r> for every relation r")
     n = graph.num_edges
     both_src = np.concatenate([graph.src, graph.dst])
     both_dst = np.concatenate([graph.dst, graph.src])
@@ -83,8 +103,10 @@ def largest_component(graph: Graph) -> Graph:
     Node field ``orig_id`` (:data:`~hpcgnn.format.fields.ORIG_ID`) keeps each kept node's id in the
     input file: the reader's when it renumbered the file's ids, else the id before this step.
     Held-out edges (``graph.link``) are renumbered too: one with an end outside the component is
-    dropped, and a negative outside it is drawn again at ``--edge-split`` time.
+    dropped, and a negative outside it is drawn again at ``--edge-split`` time. Refused on a
+    typed graph (its ids are numbered type by type).
     """
+    _refuse_typed(graph, "--largest-component", "it would renumber the nodes of every type")
     n = graph.num_nodes
     ones = np.ones(graph.num_edges, dtype=np.int8)
     adjacency = coo_matrix((ones, (graph.src, graph.dst)), shape=(n, n)).tocsr()
@@ -152,13 +174,15 @@ def apply_split(graph: Graph, spec: str | None, seed: int = 0) -> Graph:
         train[order[:cut1]], val[order[cut1:cut2]], test[order[cut2:cut3]] = True, True, True
     ndata = dict(graph.ndata)
     ndata.update(zip(MASKS, (train, val, test)))
-    return Graph(graph.num_nodes, graph.src, graph.dst, ndata, graph.edata, graph.name, graph.source,
-                 graph.symmetric, link=graph.link)
+    return _typed_like(Graph(graph.num_nodes, graph.src, graph.dst, ndata, graph.edata, graph.name, graph.source,
+                             graph.symmetric, link=graph.link), graph)
 
 
 def normalize_features(graph: Graph, field="feat") -> Graph:
     """Local. Scale every feature row to sum 1 (rows summing to 0 are left alone), as Kipf &
-    Welling preprocess the Planetoid datasets; sparse features stay sparse."""
+    Welling preprocess the Planetoid datasets; sparse features stay sparse. A typed graph's
+    per-type features live in ``graph.typed_fields``, outside this transform."""
+    _refuse_typed(graph, "--normalize-features", "its features are per node type")
     feat = graph.ndata[field]
     sums = np.asarray(abs(feat).sum(axis=1)).reshape(-1).astype(np.float64)
     scale = np.where(sums > 0, 1.0 / np.where(sums > 0, sums, 1.0), 1.0).astype(np.float32)
@@ -195,7 +219,7 @@ def prepare(graph: Graph, symmetrize_edges=False, drop_self_loops=False, dedup_e
     if split is not None and split != "dataset":
         graph = apply_split(graph, split, split_seed)
         log(f"split {split}: " + ", ".join(f"{int(graph.ndata[m].sum()):,} {m[:-5]}" for m in MASKS))
-    if normalize and "feat" in graph.ndata:
+    if normalize and (graph.schema is not None or "feat" in graph.ndata):
         graph = normalize_features(graph)
         log("normalize features")
     return graph

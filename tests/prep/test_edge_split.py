@@ -293,7 +293,7 @@ def test_meta_versions_and_link_validation(tmp_path):
         assert "\n" not in str(info.value)
 
     refused(lambda m: m.update(version=1), r"field 'version': edge sets need format version 2")
-    refused(lambda m: m.update(version=3), r"field 'version': unsupported version \(this hpcgnn reads 1 and 2\)")
+    refused(lambda m: m.update(version=4), r"field 'version': unsupported version \(this hpcgnn reads 1, 2 and 3\)")
     refused(lambda m: m["link"].update(num_val=m["link"]["num_val"] + 1), r"field 'link\.num_val': the parts'")
     refused(lambda m: m["parts"][1].pop("link_test"), r"field 'parts\[1\]\.link_test': must be a non-negative")
     refused(lambda m: m["link"].update(eval_negatives=0), r"field 'link\.eval_negatives'")

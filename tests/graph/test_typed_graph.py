@@ -1,0 +1,107 @@
+"""DistGraph on a typed dataset: the schema and the (part, type) layout from meta.json, per-type
+node fields sharded by type id and readable from any rank (shared memory and the RMA route),
+each edge's relation; a homogeneous dataset seen as the one-type case."""
+import os
+
+import numpy as np
+import pytest
+
+from hpcgnn.format import ondisk
+from hpcgnn.format.schema import ETYPE, Schema, TypeLayout
+from hpcgnn.prep.partition import partition_graph
+from hpcgnn.runtime.comm import FORCE_RMA_ENV
+from hpcgnn.testing.datasets import input_eids, make_dataset, oracle
+from tests.prep.test_typed_partition import dense, typed_test_graph
+
+
+def typed_dataset(comm, shared_tmp, parts, method="metis"):
+    """Collective over comm. Rank 0 partitions the typed test graph once; every rank gets ``(path, graph)``."""
+    graph = typed_test_graph()
+    path = os.path.join(shared_tmp, f"typed-{method}{parts}")
+    if comm.rank == 0 and not os.path.exists(path):
+        partition_graph(graph, path, parts, method)
+    comm.barrier()
+    return path, graph
+
+
+@pytest.mark.mpi(sizes=(1, 2, 4))
+@pytest.mark.parametrize("route", ["shm", "rma"])
+def test_typed_fields_read_by_type_id_from_any_rank(nranks, comm, shared_tmp, route, monkeypatch):
+    from hpcgnn import DistGraph
+
+    monkeypatch.setenv(FORCE_RMA_ENV, "1" if route == "rma" else "0")
+    path, graph = typed_dataset(comm, shared_tmp, nranks)
+    orig, _, _ = oracle(path)
+    edge_origin = input_eids(path)
+    meta = ondisk.read_meta(path)
+    with DistGraph(path, comm) as g:
+        assert g.schema == graph.schema
+        assert np.array_equal(g.layout.type_counts, meta["schema"]["type_counts"])
+        assert np.array_equal(g.layout.node_starts, g.book.starts)
+        assert {t: sorted(f) for t, f in g.typed_ndata.items()} == {"paper": ["feat"], "author": ["feat", "year"]}
+        rng = np.random.default_rng(comm.rank)
+        for node_type, fields in graph.typed_fields.items():
+            t = graph.schema.type_index(node_type)
+            count = g.layout.num_nodes_of(t)
+            start, end = g.layout.block_range(comm.rank, t)
+            for field, values in fields.items():
+                tensor = g.typed_ndata[node_type][field]
+                assert tensor.shape == (count, *values.shape[1:])
+                assert np.array_equal(tensor.book.starts, g.layout.type_starts[t])
+                # this rank's shard: its own block of the type, in id order
+                assert np.array_equal(tensor.local, dense(values)[orig[start:end] - graph.type_offsets[t]])
+                for tids in (rng.integers(0, count, 200), np.arange(count), np.zeros(0, np.int64)):
+                    want = dense(values)[orig[g.layout.gids_of(t, tids)] - graph.type_offsets[t]]
+                    assert np.array_equal(tensor.gather(tids), want), (node_type, field)
+        gids = rng.integers(0, g.num_nodes, 300)
+        assert np.array_equal(g.ndata["label"].gather(gids), graph.ndata["label"][orig[gids]])
+        eids = rng.integers(0, g.num_edges, 300)
+        assert np.array_equal(g.edata[ETYPE].gather(eids), graph.edata[ETYPE][edge_origin[eids]])
+        # a write to another rank's typed rows is seen by every rank after the graph's barrier
+        g.barrier()  # nobody writes while another still reads
+        year = g.typed_ndata["author"]["year"]
+        target = (comm.rank + 1) % nranks
+        rows = np.arange(*year.book.part_range(target))
+        year[rows] = np.full(rows.shape[0], comm.rank, dtype=np.int64)
+        g.barrier()
+        writer = (year.book.owner(np.arange(year.shape[0])) - 1) % nranks
+        assert np.array_equal(year.gather(np.arange(year.shape[0])), writer)
+        g.barrier()
+    assert g.typed_ndata == {}
+
+
+@pytest.mark.mpi(sizes=(2,))
+def test_homogeneous_dataset_is_the_one_type_case(nranks, comm, shared_tmp):
+    from hpcgnn import DistGraph
+
+    path, graph = make_dataset(comm, shared_tmp, nranks, num_nodes=200)
+    with DistGraph(path, comm) as g:
+        assert g.schema == Schema.homogeneous() and g.typed_ndata == {}
+        assert isinstance(g.layout, TypeLayout) and np.array_equal(g.layout.node_starts, g.book.starts)
+        types, tids = g.layout.type_ids(np.arange(g.num_nodes))
+        assert not types.any() and np.array_equal(tids, np.arange(g.num_nodes))
+        assert ETYPE not in g.edata and sorted(g.ndata) == sorted(graph.ndata)
+
+
+@pytest.mark.mpi(sizes=(2,))
+def test_a_relation_index_out_of_range_fails_every_rank(nranks, comm, shared_tmp):
+    """Loading checks each edge's relation index (one pass): a bad one in part 1 is refused on
+    every rank, naming part 1's file."""
+    import h5py
+
+    from hpcgnn import DistGraph
+    from hpcgnn.runtime.errors import InputError
+
+    path, _ = typed_dataset(comm, shared_tmp, nranks, method="random")
+    bad = os.path.join(shared_tmp, "typed-bad-etype")
+    if comm.rank == 0:
+        import shutil
+
+        shutil.copytree(path, bad)
+        with h5py.File(os.path.join(bad, "part-00001.h5"), "r+") as h5:
+            values = h5["edge_etype"][()]
+            values[-1] = 6
+            h5["edge_etype"][...] = values
+    comm.barrier()
+    with pytest.raises(InputError, match=r"part-00001.h5: field 'edge_etype': relation index outside \[0, 6\)"):
+        DistGraph(bad, comm)
