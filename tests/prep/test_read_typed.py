@@ -324,3 +324,58 @@ def test_ogb_hetero_bad_input_one_line(tmp_path, change, field, pattern):
     with pytest.raises(InputError, match=pattern) as exc:
         read_graph(root)
     assert f"field '{field}'" in one_line(exc)
+
+
+# ---------------------------------------------------------------------------------------- typed npz
+
+def typed_arrays():
+    return {"num_nodes/paper": np.int64(4), "num_nodes/author": np.int64(3),
+            "edges/author/writes/paper": np.array([[0, 0], [1, 0], [1, 2], [2, 3]]),
+            "edges/paper/cites/paper": np.array([[1, 0], [3, 1]], dtype=np.int32),
+            "feat/paper": MAG_FEAT, "label/paper": np.array([1, 0, -1, 1]),
+            "train_mask/paper": np.array([True, True, False, False]),
+            "test_mask/paper": np.array([False, False, False, True])}
+
+
+def test_typed_npz_layout(tmp_path):
+    path = tmp_path / "g.npz"
+    np.savez(path, **typed_arrays())
+    assert detect_format(path) == "typed_npz"
+    graph = read_graph(path, add_reverse=True)
+    schema = graph.schema
+    assert schema.node_types == ("paper", "author") and schema.target == "paper"  # the archive's order
+    assert schema.relations == (("author", "writes", "paper"), ("paper", "cites", "paper"),
+                                ("paper", "rev_writes", "author"), ("paper", "rev_cites", "paper"))
+    assert pairs(*relation_edges(graph, "writes")) == [(0, 0), (1, 0), (1, 2), (2, 3)]
+    assert pairs(*relation_edges(graph, "rev_cites")) == [(0, 1), (1, 3)]
+    np.testing.assert_array_equal(graph.typed_fields["paper"]["feat"], MAG_FEAT)
+    np.testing.assert_array_equal(graph.ndata["label"], [1, 0, -1, 1, -1, -1, -1])
+    assert np.flatnonzero(graph.ndata["train_mask"]).tolist() == [0, 1]
+    assert "val_mask" not in graph.ndata  # none in the file: none made up
+    plain = read_graph(path)
+    assert plain.schema.relation_names == ("writes", "cites")
+
+
+@pytest.mark.parametrize("change, field, pattern", [
+    ({"edges/paper/published_in/venue": np.array([[0, 0]])}, "edges/paper/published_in/venue",
+     r"relation 'published_in' names an unknown node type .*\(value venue\)"),
+    ({"edges/paper/cites/paper": np.array([[1, 0], [4, 1]])}, "edges/paper/cites/paper",
+     r"src id beyond type paper's range \[0, 4\) \(value 4\)"),
+    ({"feat/paper": MAG_FEAT[:3]}, "feat/paper", r"one row per paper node \(4\) \(value 3\)"),
+    ({"train_mask/paper": None, "test_mask/paper": None}, "train_mask/paper", "has labels but no split"),
+    ({"edges/author/cites/author": np.array([[0, 1]])}, "edges/author/cites/author", "relation named twice"),
+    ({"feats/paper": MAG_FEAT}, "keys", "not an array of the typed npz layout"),
+    ({"feat/venue": MAG_FEAT}, "feat/venue", "names an unknown node type"),
+])
+def test_typed_npz_bad_input_one_line(tmp_path, change, field, pattern):
+    arrays = typed_arrays()
+    for key, value in change.items():
+        if value is None:
+            del arrays[key]
+        else:
+            arrays[key] = value
+    path = tmp_path / "g.npz"
+    np.savez(path, **arrays)
+    with pytest.raises(InputError, match=pattern) as exc:
+        read_graph(path, format="typed_npz")
+    assert f"field '{field}'" in one_line(exc) and str(path) in one_line(exc)

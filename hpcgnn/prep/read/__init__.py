@@ -32,19 +32,21 @@ from hpcgnn.prep.read.rdf import is_ntriples_name, read_rdf
 from hpcgnn.prep.read.shchur import ADJACENCY_PREFIXES, read_shchur
 from hpcgnn.prep.read.text import require_regular
 from hpcgnn.prep.read.typed_common import DEFAULT_VAL_FRACTION
+from hpcgnn.prep.read.typed_npz import is_typed_npz_keys, read_typed_npz
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.flags import MAX_COUNT, MAX_NODES, Domain
 
 FORMATS = ("npz", "h5graph", "edgelist", "planetoid", "shchur", "ogb", "mat", "heterophily", "rdf", "magnn",
-           "ogb_hetero")
+           "ogb_hetero", "typed_npz")
 #: the formats whose reader returns a typed graph (:mod:`hpcgnn.prep.typed`)
-TYPED_FORMATS = ("rdf", "magnn", "ogb_hetero")
+TYPED_FORMATS = ("rdf", "magnn", "ogb_hetero", "typed_npz")
 EDGELIST_EXTENSIONS = (".csv", ".tsv", ".txt", ".edges", ".el")
 #: formats read by seeking in the file (zip members, HDF5 and MATLAB structures): never a pipe
 SEEKING_EXTENSIONS = (".npz", ".mat", ".h5", ".hdf5")
 _READERS = {"npz": read_npz, "h5graph": read_h5graph, "edgelist": read_edgelist, "planetoid": read_planetoid,
             "shchur": read_shchur, "ogb": read_ogb_any, "mat": read_mat, "heterophily": read_heterophily,
-            "rdf": read_rdf, "magnn": read_magnn, "ogb_hetero": read_ogb_hetero}
+            "rdf": read_rdf, "magnn": read_magnn, "ogb_hetero": read_ogb_hetero,
+            "typed_npz": read_typed_npz}
 # Reader keyword -> (command-line flag, default, attribute on the argparse namespace).
 _FLAGS = {"delimiter": ("--delimiter", None, "delimiter"), "header": ("--header", None, "header"),
           "id_base": ("--id-base", 0, "id_base"), "num_nodes": ("--num-nodes", None, "num_nodes"),
@@ -78,7 +80,7 @@ _FORMAT_OPTIONS = {"npz": (), "h5graph": (), "planetoid": (), "shchur": (), "ogb
                    "heterophily": ("split_index",),
                    "rdf": ("labels", "test_labels", "entity_column", "label_column", "val_fraction", "split_seed"),
                    "magnn": ("hgb_split", "val_fraction", "split_seed", "type_names", "target_type"),
-                   "ogb_hetero": ("split", "target_type", "add_reverse")}
+                   "ogb_hetero": ("split", "target_type", "add_reverse"), "typed_npz": ("add_reverse",)}
 
 __all__ = ["FORMATS", "add_reader_arguments", "detect_format", "join_node_table", "read_edgelist", "read_graph",
            "read_h5graph", "read_heterophily", "read_mat", "read_npz", "read_ogb", "read_ogb_link", "read_planetoid",
@@ -178,12 +180,15 @@ def detect_format(path) -> str:
 def _npz_format(path, keys):
     if {"src", "dst"} <= keys:
         return "npz"
+    if is_typed_npz_keys(keys):
+        return "typed_npz"
     if "adj_matrix" in keys or any(key.startswith(ADJACENCY_PREFIXES) for key in keys):
         return "shchur"
     if "edges" in keys and keys & {"node_features", "node_labels"}:
         return "heterophily"
-    raise InputError(path, "npz has neither src/dst (npz), adj_* or adj_matrix.* (shchur) nor edges with "
-                     f"node_features/node_labels (heterophily) arrays; {_formats_hint()}", "keys", sorted(keys))
+    raise InputError(path, "npz has neither src/dst (npz), adj_* or adj_matrix.* (shchur), edges with "
+                     "node_features/node_labels (heterophily) nor edges/<src>/<rel>/<dst> with num_nodes/<type> "
+                     f"(typed_npz) arrays; {_formats_hint()}", "keys", sorted(keys))
 
 
 def read_graph(path, format=None, **options):
