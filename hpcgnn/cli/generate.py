@@ -1,17 +1,28 @@
-"""``hpcgnn generate rmat|sbm ...`` (and ``python -m hpcgnn.generate``): write a synthetic graph.
+"""``hpcgnn generate rmat|sbm|hetero ...`` (and ``python -m hpcgnn.generate``): write a synthetic graph.
 
 One process writes a generic ``.npz`` or a graph file (``.h5``, :mod:`hpcgnn.prep.read.h5graph`);
 ``mpirun -np K hpcgnn generate rmat ... --out g.h5`` draws the same graph on K ranks, each
 holding about 1/K of it, and writes the graph file in parallel
 (:mod:`hpcgnn.prep.dist.generate`). The generators are :mod:`hpcgnn.prep.generate`.
+
+``hpcgnn generate hetero`` draws a typed graph with IGBH's schema
+(:mod:`hpcgnn.prep.generate_hetero`) and partitions it straight into a dataset directory
+(:func:`hpcgnn.prep.partition.partition_graph`; a typed graph has no single-file layout to hand
+to ``hpcgnn partition``). Under mpirun rank 0 draws the whole graph and the ranks write the
+part files in turns.
 """
 from __future__ import annotations
 
+import argparse
+import contextlib
 import os
 import time
 
+from hpcgnn.format.feat_dtype import FEAT_DTYPES
 from hpcgnn.prep.dist.generate import generate_rmat_file
 from hpcgnn.prep.generate import MAX_NODES, graph_summary, rmat_graph, sbm_graph
+from hpcgnn.prep.generate_hetero import check_hetero, hetero_graph, hetero_summary
+from hpcgnn.prep.partition import output_lock, partition_graph
 from hpcgnn.prep.read.h5graph import write_h5graph
 from hpcgnn.prep.read.npz import write_npz
 from hpcgnn.runtime.abort import entry_point, run_program
@@ -19,6 +30,7 @@ from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.flags import MAX_PARTS, MAX_WIDTH, SEED, CommandParser, Domain
 from hpcgnn.runtime.help_format import RawDescriptionDefaultsHelpFormatter
 from hpcgnn.runtime.launch import launcher_tasks, start_world
+from hpcgnn.runtime.stages import StageLog
 
 __all__ = ["main"]
 
@@ -37,10 +49,12 @@ _EXAMPLES = """examples:
       --homophily 0.7 --seed 0 --out g.npz
   hpcgnn generate sbm --nodes 10000 --avg-degree 20 --classes 5 --homophily 0.8 --out sbm.npz
   mpirun -np 4 hpcgnn generate rmat --nodes 5000000 --edges 125000000 --feat-dim 100 --out big.h5
+  hpcgnn generate hetero --nodes 1000000 --edges 20000000 --parts 4 --out parts/igbh_1m
 
 Edge homophily is about h + (1 - h) / classes for rmat (the rest of the edges fall in the same
 class by chance) and exactly h for sbm. The output is written atomically. A seed gives the
-same graph on any number of ranks."""
+same graph on any number of ranks. hetero writes a partitioned dataset directory (IGBH's
+node types and relations, labels on papers)."""
 
 
 def _build_parser():
@@ -49,7 +63,7 @@ def _build_parser():
         description="Write a synthetic node-classification graph (edges, feat, label, masks) as .npz or as a "
                     "graph file (.h5); under mpirun -np K, rmat is drawn and written by the K ranks.",
         epilog=_EXAMPLES)
-    kinds = parser.add_subparsers(dest="kind", required=True, metavar="{rmat,sbm}")
+    kinds = parser.add_subparsers(dest="kind", required=True, metavar="{rmat,sbm,hetero}")
     for kind, summary, description, homophily_help in (
             ("rmat", "power-law RMAT graph with planted classes",
              "Power-law RMAT graph (a,b,c,d = .57,.19,.19,.05) with planted classes.",
@@ -86,7 +100,42 @@ def _build_parser():
                          help="compress the arrays (zip for .npz, gzip chunks for .h5; slower)")
         sub.add_argument("--out", required=True,
                          help="output path: .npz, or .h5 for a graph file (the only output under mpirun)")
+    _add_hetero(kinds)
     return parser
+
+
+def _add_hetero(kinds):
+    sub = kinds.add_parser("hetero", help="typed RMAT graph with IGBH's schema, partitioned",
+                           description="Typed RMAT-like graph with IGBH's schema (paper, author, institute, fos; "
+                           "cites, written_by, affiliated_to, topic and their reverses) in IGBH-large's "
+                           "proportions, planted classes and labels on papers, partitioned into --parts parts.",
+                           epilog=_EXAMPLES, formatter_class=RawDescriptionDefaultsHelpFormatter)
+    sub.add_argument("--nodes", type=Domain(int, ge=1, le=MAX_NODES), required=True,
+                     help="nodes over all four types")
+    sub.add_argument("--edges", type=Domain(int, ge=1, le=_MAX_EDGES), required=True,
+                     help="unique edges over the four relations, before --add-reverse doubles them")
+    sub.add_argument("--parts", "-p", type=Domain(int, ge=1, le=MAX_PARTS), required=True,
+                     help="number of parts (= ranks of training)")
+    sub.add_argument("--classes", type=Domain(int, ge=1, le=MAX_PARTS), default=19,
+                     help="number of paper classes (default 19, IGBH's small label set)")
+    sub.add_argument("--homophily", type=Domain(float, ge=0, le=1), default=0.7,
+                     help="probability an edge of any relation is planted inside its source's class (default 0.7)")
+    sub.add_argument("--feat-dim", type=Domain(int, ge=1, le=MAX_WIDTH), default=128,
+                     help="feature width of every node type (default 128; IGBH's is 1024)")
+    sub.add_argument("--feat-signal", type=Domain(float, ge=0), default=0.15,
+                     help="class centroid scale against unit noise (default 0.15)")
+    sub.add_argument("--split", default="0.6,0.2,0.2", metavar="TRAIN,VAL,TEST",
+                     help="paper fractions of the three masks (default 0.6,0.2,0.2)")
+    sub.add_argument("--add-reverse", action=argparse.BooleanOptionalAction, default=True,
+                     help="add rev_<relation> for every relation (default on, as IGBH training does)")
+    sub.add_argument("--seed", type=SEED, default=0, help="seed of the graph and of METIS (default 0)")
+    sub.add_argument("--chunk-edges", type=Domain(int, ge=1, le=_MAX_CHUNK_EDGES), default=4_000_000, metavar="N",
+                     help="raw edges per vectorised step; bounds working memory, not the result (default 4000000)")
+    sub.add_argument("--method", choices=("metis", "random"), default="metis", help="partitioner (default metis)")
+    sub.add_argument("--feat-dtype", choices=FEAT_DTYPES, default="float32",
+                     help="how features are stored (default float32)")
+    sub.add_argument("--force", action="store_true", help="replace an existing output directory")
+    sub.add_argument("--out", required=True, help="output dataset directory")
 
 
 def _check_output(path):
@@ -119,31 +168,79 @@ def _generate_spread(args, out, common, started):
               f"{time.perf_counter() - started:.1f} s on {comm.size} ranks -> {out}", flush=True)
 
 
-@entry_point("hpcgnn generate")
-def main(argv=None):
-    """Local (collective over the world under mpirun). ``hpcgnn generate rmat|sbm ...``:
-    generate a graph, write it as .npz or a graph file (.h5), print a summary."""
-    args = _build_parser().parse_args(argv)
-    out = _check_output(args.out)
-    started = time.perf_counter()
+@contextlib.contextmanager
+def _named_by_flags():
+    """A generator's one-line error about a parameter names the flag that sets it."""
+    try:
+        yield
+    except InputError as exc:
+        if exc.path is None and exc.field in _FLAGS:
+            raise InputError(None, exc.problem, _FLAGS[exc.field], exc.value) from None
+        raise
+
+
+def _common(args):
     try:
         split = tuple(float(part) for part in args.split.split(","))
     except ValueError:
         raise InputError(None, "must be three comma-separated numbers", "--split", args.split) from None
-    common = dict(num_nodes=args.nodes, num_classes=args.classes, homophily=args.homophily,
-                  feat_dim=args.feat_dim, feat_signal=args.feat_signal, fractions=split, seed=args.seed)
+    return dict(num_nodes=args.nodes, num_classes=args.classes, homophily=args.homophily,
+                feat_dim=args.feat_dim, feat_signal=args.feat_signal, fractions=split, seed=args.seed)
+
+
+def _generate_hetero(args):
+    """``generate hetero``: rank 0 draws the typed graph, the ranks partition and write it."""
     launched = launcher_tasks()
-    try:
+    comm = start_world() if launched is not None and launched[1] > 1 else None
+    rank = comm.rank if comm is not None else 0
+    out_dir = os.path.abspath(args.out)
+    log = StageLog("generate hetero", enabled=rank == 0)
+    params = dict(_common(args), num_edges=args.edges, chunk_edges=args.chunk_edges)
+    with _named_by_flags():  # on every rank, so that a bad flag ends each the same way
+        check_hetero(**params)
+    if args.parts > args.nodes:
+        raise InputError(None, f"more parts than nodes ({args.nodes:,})", "--parts", args.parts)
+    graph = source = None
+    with output_lock(comm, out_dir):
+        if rank == 0:
+            if os.path.exists(out_dir) and not args.force:
+                raise InputError(out_dir, "output exists (pass --force to replace it)", "--out", args.out)
+            with _named_by_flags():
+                graph = hetero_graph(add_reverse=args.add_reverse, **params)
+            summary = hetero_summary(graph)
+            log("drew " + ", ".join(f"{n:,} {t}" for t, n in summary["nodes"].items()) + "; "
+                + ", ".join(f"{n:,} {r}" for r, n in summary["edges"].items())
+                + f"; cites edge homophily {summary['cites_homophily']:.3f}")
+            source = {"input": "generate hetero", "format": "generated",
+                      "generator": {k: v for k, v in vars(args).items() if k not in ("out", "force", "kind")}}
+        meta = partition_graph(graph, out_dir, args.parts, args.method, args.seed, comm=comm, source=source,
+                               release_input=True, log=log, feat_dtype=args.feat_dtype)
+    if rank == 0:
+        print(f"hetero: {meta['num_nodes']:,} nodes, {meta['num_edges']:,} edges, {meta['num_parts']} parts, "
+              f"edge cut {100 * meta['partitioner']['edge_cut_fraction']:.2f}%, {log.total_s:.1f} s -> {out_dir}",
+              flush=True)
+    return 0
+
+
+@entry_point("hpcgnn generate")
+def main(argv=None):
+    """Local (collective over the world under mpirun). ``hpcgnn generate rmat|sbm|hetero ...``:
+    generate a graph, write it as .npz or a graph file (.h5) (hetero: partition it into a
+    dataset directory), print a summary."""
+    args = _build_parser().parse_args(argv)
+    if args.kind == "hetero":
+        return _generate_hetero(args)
+    out = _check_output(args.out)
+    started = time.perf_counter()
+    common = _common(args)
+    launched = launcher_tasks()
+    with _named_by_flags():
         if launched is not None and launched[1] > 1:
             return _generate_spread(args, out, common, started)
         if args.kind == "rmat":
             graph = rmat_graph(num_edges=args.edges, chunk_edges=args.chunk_edges, **common)
         else:
             graph = sbm_graph(avg_degree=args.avg_degree, **common)
-    except InputError as exc:
-        if exc.path is None and exc.field in _FLAGS:
-            raise InputError(None, exc.problem, _FLAGS[exc.field], exc.value) from None
-        raise
     write = write_h5graph if out.endswith(_GRAPH_FILE_EXTENSIONS) else write_npz
     try:
         write(graph, out, compress=args.compress)

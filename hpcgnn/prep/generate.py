@@ -6,7 +6,7 @@ Both generators return a :class:`hpcgnn.graph.Graph` with unique directed edges 
 nothing about degree or class, and edges come sorted by (src, dst).
 
 Every random draw comes from a stream keyed by ``(seed, purpose, block index)``: RMAT edges in
-blocks of ``_EDGE_BLOCK`` raw edges, features in blocks of ``_NODE_BLOCK`` rows. A graph is
+blocks of ``EDGE_BLOCK`` raw edges, features in blocks of ``_NODE_BLOCK`` rows. A graph is
 therefore the same bit for bit for a seed whatever ``chunk_edges`` is; the chunk only sets how
 many blocks are vectorised together, i.e. the working memory.
 
@@ -24,7 +24,7 @@ from hpcgnn.runtime.errors import InputError
 
 RMAT_PROBS = (0.57, 0.19, 0.19, 0.05)  # quadrants a, b, c, d: (src bit, dst bit) = 00, 01, 10, 11
 MAX_NODES = 2**31 - 1  # keeps (src * N + dst) * 2 + flag inside int64
-_EDGE_BLOCK = 1 << 16
+EDGE_BLOCK = 1 << 16
 _NODE_BLOCK = 1 << 14
 _TOPUP_ROUNDS = 12
 _STRATIFIED_ROUNDS = 3
@@ -111,7 +111,7 @@ def node_fields(labels, num_classes, feat_dim, feat_signal, fractions, seed, fir
 
 # ------------------------------------------------------------------------------------------- RMAT
 
-def _quadrant_tables(levels):
+def quadrant_tables(levels):
     """Tables turning one uniform 16-bit word into ``levels`` RMAT levels of src and dst bits."""
     outcomes = np.array(list(itertools.product(range(4), repeat=levels)), dtype=np.int64)
     exact = np.prod(np.asarray(RMAT_PROBS)[outcomes], axis=1) * 65536
@@ -124,7 +124,7 @@ def _quadrant_tables(levels):
     return levels, np.repeat(src_bits, counts), np.repeat(dst_bits, counts)
 
 
-def _rmat_in_weight(num_nodes, scale):
+def rmat_in_weight(num_nodes, scale):
     """Expected RMAT in-degree of each node (up to a constant), after the id scaling."""
     ratio = (RMAT_PROBS[1] + RMAT_PROBS[3]) / (RMAT_PROBS[0] + RMAT_PROBS[2])
     nodes = np.arange(num_nodes + 1, dtype=np.int64)
@@ -135,7 +135,7 @@ def _rmat_in_weight(num_nodes, scale):
     return weight
 
 
-class _ClassPeers:
+class ClassPeers:
     """Nodes of each class ordered by expected in-degree, to move an edge end into another class.
 
     A node at relative popularity rank q in its own class maps to the node at the same relative
@@ -153,16 +153,21 @@ class _ClassPeers:
         self.rank[self.members] = np.arange(labels.shape[0]) - self.start[labels[self.members]]
         self.labels = labels
 
+    def in_classes(self, nodes, target_class):
+        """Local. The peer of each of ``nodes`` in class ``target_class`` (one per node; every
+        target class must have members): the node at the same relative popularity rank."""
+        target_rank = self.rank[nodes] * self.size[target_class] // self.size[self.labels[nodes]]
+        return self.members[self.start[target_class] + target_rank]
+
     def move(self, nodes, sources):
         """Peers of ``nodes`` in the classes of ``sources``, never the source itself if avoidable."""
         target_class = self.labels[sources]
         target_size = self.size[target_class]
-        target_rank = self.rank[nodes] * target_size // self.size[self.labels[nodes]]
-        peers = self.members[self.start[target_class] + target_rank]
+        peers = self.in_classes(nodes, target_class)
         # hub-to-hub edges are the most frequent, and a hub's peer in its own class is itself;
         # dropping those self loops would lose planted edges, so take the next-ranked peer
         clash = np.flatnonzero(peers == sources)
-        target_rank = (target_rank[clash] + 1) % target_size[clash]
+        target_rank = (self.rank[peers[clash]] + 1) % target_size[clash]
         peers[clash] = self.members[self.start[target_class[clash]] + target_rank]
         return peers
 
@@ -173,22 +178,22 @@ def _rmat_chunk_keys(blocks, spec):
     Returns (keys, non-loop edges drawn, intra-class non-loop edges drawn).
     """
     num_nodes, scale, homophily, word_tables, peers, perm, seed = spec
-    size = len(blocks) * _EDGE_BLOCK
+    size = len(blocks) * EDGE_BLOCK
     src = np.zeros(size, dtype=np.uint32)  # scale <= 31 bits
     dst = np.zeros(size, dtype=np.uint32)
     redirect = np.empty(size, dtype=bool)
     for i, block in enumerate(blocks):
         rng = _stream(seed, _EDGES, block)
-        words = rng.integers(0, 1 << 64, size=len(word_tables) * _EDGE_BLOCK // 4, dtype=np.uint64)
-        words = words.view(np.uint16).reshape(len(word_tables), _EDGE_BLOCK)
-        part = slice(i * _EDGE_BLOCK, (i + 1) * _EDGE_BLOCK)
+        words = rng.integers(0, 1 << 64, size=len(word_tables) * EDGE_BLOCK // 4, dtype=np.uint64)
+        words = words.view(np.uint16).reshape(len(word_tables), EDGE_BLOCK)
+        part = slice(i * EDGE_BLOCK, (i + 1) * EDGE_BLOCK)
         block_src, block_dst = src[part], dst[part]
         for word, (levels, src_table, dst_table) in zip(words, word_tables):
             block_src <<= levels
             block_src |= src_table[word]
             block_dst <<= levels
             block_dst |= dst_table[word]
-        redirect[part] = rng.random(_EDGE_BLOCK) < homophily
+        redirect[part] = rng.random(EDGE_BLOCK) < homophily
     # floor(r * N / 2^s): scaling rather than folding keeps the RMAT skew over all N nodes
     src = (src.astype(np.int64) * num_nodes) >> scale
     dst = (dst.astype(np.int64) * num_nodes) >> scale
@@ -240,25 +245,29 @@ class LocalDraw:
         return np.partition(values, k - 1)[k - 1]
 
 
-def rmat_unique_keys(num_edges, chunk_edges, spec, draw):
+def rmat_unique_keys(num_edges, chunk_edges, spec, draw, chunk_keys=None):
     """Local (collective over the ranks of ``draw``). Draw raw edges in rounds until both
     intra- and inter-class edges have enough unique keys.
+
+    ``chunk_keys(blocks, spec)`` draws the keys of some raw-edge blocks of ``EDGE_BLOCK`` edges
+    (default: the RMAT draw of :func:`rmat_setup`'s ``spec``); a typed generator passes its
+    own draw of one relation (:mod:`hpcgnn.prep.generate_hetero`).
 
     Dedup would otherwise eat more intra-class edges (fewer candidate pairs, more collisions)
     and pull the edge homophily below what was drawn; keeping the drawn intra fraction exact
     among the kept edges avoids that. Returns (this process's sorted unique keys, intra-class
     edges to keep over all processes).
     """
-    chunk_blocks = max(1, -(-chunk_edges // _EDGE_BLOCK))
+    chunk_blocks = max(1, -(-chunk_edges // EDGE_BLOCK))
     unique = np.empty(0, dtype=np.int64)
     next_block, drawn, drawn_intra, total_unique = 0, 0, 0, 0
-    new_blocks = -(-int(num_edges * 1.05 + 1024) // _EDGE_BLOCK)
+    new_blocks = -(-int(num_edges * 1.05 + 1024) // EDGE_BLOCK)
     for round_ in range(_TOPUP_ROUNDS):
         before, drawn_before = total_unique, drawn
         parts, round_drawn, round_intra = [unique], 0, 0
         del unique
         for blocks in draw.chunks(next_block, next_block + new_blocks, chunk_blocks):
-            keys, count, intra = _rmat_chunk_keys(blocks, spec)
+            keys, count, intra = (chunk_keys or _rmat_chunk_keys)(blocks, spec)
             parts.append(draw.route(keys))
             round_drawn, round_intra = round_drawn + count, round_intra + intra
         next_block += new_blocks
@@ -285,8 +294,8 @@ def rmat_unique_keys(num_edges, chunk_edges, spec, draw):
         # marginal yield is lower; a hopeless request stops after a bounded number of rounds
         need_intra = short_intra / max(unique_intra, 1) * max(drawn_intra, 1)
         need_inter = short_inter / max(unique_inter, 1) * max(drawn - drawn_intra, 1)
-        new_blocks = -(-int(1.5 * max(need_intra, need_inter) + 1024) // _EDGE_BLOCK)
-        new_blocks = min(new_blocks, -(-4 * num_edges // _EDGE_BLOCK))
+        new_blocks = -(-int(1.5 * max(need_intra, need_inter) + 1024) // EDGE_BLOCK)
+        new_blocks = min(new_blocks, -(-4 * num_edges // EDGE_BLOCK))
     raise InputError(None, "too many edges for an RMAT graph of this size: repeated edges dominate "
                      "(ask for fewer edges, lower homophily, or use sbm)", "num_edges", num_edges)
 
@@ -334,8 +343,8 @@ def rmat_setup(num_nodes, num_classes, homophily, seed):
     labels = _stream(seed, _LABELS).integers(0, num_classes, size=num_nodes, dtype=np.int64)
     perm = _stream(seed, _PERM).permutation(num_nodes)  # generation id -> final id
     scale = max(0, math.ceil(math.log2(num_nodes)))
-    word_tables = [_quadrant_tables(2)] * (scale // 2) + [_quadrant_tables(1)] * (scale % 2)
-    peers = _ClassPeers(labels[perm], _rmat_in_weight(num_nodes, scale), num_classes)
+    word_tables = [quadrant_tables(2)] * (scale // 2) + [quadrant_tables(1)] * (scale % 2)
+    peers = ClassPeers(labels[perm], rmat_in_weight(num_nodes, scale), num_classes)
     return labels, (num_nodes, scale, homophily, word_tables, peers, perm, seed)
 
 
