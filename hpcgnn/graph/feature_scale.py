@@ -80,26 +80,40 @@ def _value_minimum(tensor, comm) -> float:
 
 def scale_features(graph, mode, field="feat", where=None) -> dict:
     """Collective over graph.comm. Rescale ``graph.ndata[field]`` in place as ``mode`` says (one of
-    :data:`FEATURE_SCALES`; see the module docstring) and make every rank's rows visible to all.
+    :data:`FEATURE_SCALES`; see the module docstring) and make every rank's rows visible to all;
+    on a typed graph, each node type's own ``field`` the same way, each by its own statistics.
     Returns what was done, for the run's records: ``{"feature_scale": mode}``, the mode
-    ``auto`` chose as ``feature_scale_applied``, and for ``standard`` the range of the column
-    deviations found. A graph without the field is left alone. ``where`` (a checkpoint, say) is
-    the file an unknown ``mode`` is reported against."""
+    ``auto`` chose as ``feature_scale_applied`` (per type on a typed graph), and for ``standard``
+    the range of the column deviations found. A graph without the field is left alone.
+    ``where`` (a checkpoint, say) is the file an unknown ``mode`` is reported against."""
     if mode not in FEATURE_SCALES:
         raise InputError(where, f"must be one of {', '.join(FEATURE_SCALES)}", "feature_scale", mode)
-    tensor = graph.ndata.get(field)
-    if mode == "none" or tensor is None or len(tensor.shape) != 2:
-        return {"feature_scale": mode}
+    note = {"feature_scale": mode}
+    if field in graph.ndata:
+        note.update(scale_tensor(graph.ndata[field], mode, graph.comm, field))
+    typed = getattr(graph, "typed_ndata", {})
+    for node_type in sorted(typed):  # the same order on every rank: each call is collective
+        if field in typed[node_type]:
+            applied = scale_tensor(typed[node_type][field], mode, graph.comm, f"{field}@{node_type}")
+            note.setdefault("feature_scale_applied", {})[node_type] = applied.get("feature_scale_applied", mode)
+    return note
+
+
+def scale_tensor(tensor, mode, comm, field="feat") -> dict:
+    """Collective over comm. Rescale the rows of the 2-D DistTensor ``tensor`` in place as ``mode``
+    says; what :func:`scale_features` records of it."""
+    if mode == "none" or len(tensor.shape) != 2:
+        return {}
     if tensor.encoding is None and not np.issubdtype(tensor.dtype, np.floating):
         raise InputError(None, f"node field '{field}' of dtype {tensor.dtype} cannot be rescaled in place: "
                          "use --feature-scale none", "--feature-scale", mode)
     local = tensor.local
-    note = {"feature_scale": mode}
+    note = {}
     if mode == "auto":
-        mode = "row" if _value_minimum(tensor, graph.comm) >= 0 else "standard"
+        mode = "row" if _value_minimum(tensor, comm) >= 0 else "standard"
         note["feature_scale_applied"] = mode
     if mode == "standard":
-        mean, std = _column_statistics(tensor, graph.comm)
+        mean, std = _column_statistics(tensor, comm)
         inverse = np.where(std > 0, 1.0 / np.where(std > 0, std, 1.0), 1.0)
         note.update(column_std_min=float(std.min(initial=0.0)), column_std_max=float(std.max(initial=0.0)))
     for lo in range(0, local.shape[0], _CHUNK_ROWS):

@@ -38,6 +38,9 @@ class NodeDataLoader(PlannedLoader):
         nodes that batches read most (0: no cache). Choosing them samples batches first.
     max_batches : int
         At most this many batches per epoch (0: all; :class:`~.batch_plan.BatchPlan`).
+    fetch : callable, optional
+        The fetch step instead of a :class:`~.fetch.FieldFetch` of ``feature`` and ``label`` (a
+        typed graph's :class:`~.typed_rows.TypedFieldFetch`); no cache then.
 
     Attributes
     ----------
@@ -48,15 +51,15 @@ class NodeDataLoader(PlannedLoader):
     """
 
     def __init__(self, graph, seed_gids, sampler, batch_size, shuffle=True, drop_last=False, prefetch=2,
-                 feature="feat", label="label", seed=0, cache_bytes=0, max_batches=0):
+                 feature="feat", label="label", seed=0, cache_bytes=0, max_batches=0, fetch=None):
         plan = BatchPlan(seed_gids, batch_size, graph.comm, shuffle, drop_last, seed, max_batches)
         self.sampler = sampler
         self.cache = None
-        if cache_bytes > 0 and feature is not None:
+        if cache_bytes > 0 and feature is not None and fetch is None:
             tensor = graph.ndata[feature]
             capacity = int(cache_bytes) // max(tensor.window.row_bytes, 1)
             self.cache = RemoteRowCache(tensor, hot_remote_rows(tensor, sampler, graph, plan, capacity, seed))
-        super().__init__(graph, plan, FieldFetch(graph, feature, label, self.cache), prefetch)
+        super().__init__(graph, plan, fetch or FieldFetch(graph, feature, label, self.cache), prefetch)
 
     def jobs(self, epoch):
         """Local. ``(seeds, batch_seed)`` of every batch of ``epoch``."""

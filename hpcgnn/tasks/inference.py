@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from hpcgnn.format.fields import MASKS
+from hpcgnn.loading.typed_rows import TypedRows, typed_rows
 from hpcgnn.nn import BlockTensors
 from hpcgnn.runtime.rng import derive_seed
 from hpcgnn.runtime.watchdog import beat, waiting_in
@@ -23,8 +24,15 @@ from hpcgnn.tasks.metrics import split_metrics, task_of
 
 
 def model_inputs(feat, embedding, input_gids):
-    """Local. The first layer's input rows: features, then the learnable embedding if any."""
+    """Local. The first layer's input rows: features, then the learnable embedding if any. On a
+    typed graph (``feat`` a :class:`~hpcgnn.loading.typed_rows.TypedRows`) the embedding gives the
+    rows of the types without features."""
     if embedding is None:
+        return feat
+    if isinstance(feat, TypedRows):
+        for t, at in feat.positions.items():
+            if t not in feat.rows:
+                feat.rows[t] = embedding(input_gids[at.numpy()])
         return feat
     rows = embedding(input_gids)
     return rows if feat is None else torch.cat([feat, rows], dim=1)
@@ -34,6 +42,8 @@ def input_rows(graph, embedding=None, feature="feat"):
     """Local. ``gids -> first-layer input rows``: the ``feature`` field (if the graph has it) and
     the learnable node embedding (if any), as one float32 tensor."""
     table = graph.ndata.get(feature)
+    if graph.typed_ndata or not graph.schema.is_homogeneous:
+        return lambda gids: model_inputs(typed_rows(graph, gids, feature), embedding, np.asarray(gids))
 
     def rows(gids):
         x = float_rows(table.gather(gids), table.encoding) if table is not None else None

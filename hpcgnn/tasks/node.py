@@ -4,11 +4,14 @@ and the run's metric on every split from full-neighbourhood inference."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hpcgnn.graph import node_split
 from hpcgnn.loading import NodeDataLoader
+from hpcgnn.loading.typed_rows import TypedFieldFetch, type_widths
 from hpcgnn.nn import build_model
+from hpcgnn.nn.relational_models import TypeProjection
+from hpcgnn.nn.typed_model import TypedModel
 from hpcgnn.runtime.comm import mpi
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.flags import MAX_MIB, Domain
@@ -37,6 +40,15 @@ def require_fields(graph, data, fields):
             raise InputError(os.path.join(data, "meta.json"), _MISSING_FIELD[field], "node_fields", field)
 
 
+#: the sampler that keeps each edge's relation (hpcgnn.sampling.relational)
+RELATIONAL = "relational"
+
+
+def is_typed(graph) -> bool:
+    """Local. Whether ``graph`` has several node types or relations (its inputs are per type)."""
+    return not graph.schema.is_homogeneous or bool(graph.typed_ndata)
+
+
 def feature_width(graph) -> int:
     """Local. The width of the ``feat`` field (0 without features)."""
     return int(graph.ndata["feat"].shape[1]) if "feat" in graph.ndata else 0
@@ -63,40 +75,80 @@ class NodeClassification(Task):
     metrics = METRICS
     scored = "nodes' logits"
 
+    def settle(self, config, graph):
+        """Local. What a typed graph settles: batches sampled per relation (``--sampler neighbor``,
+        the default, becomes ``relational`` with the same fanouts; a sampler whose batches lose the
+        relations is refused), and for node types without features the learned embedding they
+        take as input (``--embed-dim`` defaults to ``--hidden``)."""
+        if not is_typed(graph):
+            return config
+        name = config.sampler.name
+        if name == "neighbor":
+            options = sampler_spec(RELATIONAL).options(fanouts=config.sampler.options.fanouts)
+            config = replace(config, sampler=replace(config.sampler, name=RELATIONAL, options=options))
+        elif name != RELATIONAL:
+            raise InputError(os.path.join(config.input.data, "meta.json"), f"the {name} sampler does not keep each "
+                             f"edge's relation, and this dataset is typed ({graph.schema.num_relations} relations): "
+                             f"train it with --sampler {RELATIONAL}", "--sampler", name)
+        if 0 in type_widths(graph) and not config.input.embed_dim:
+            config = replace(config, input=replace(config.input, embed_dim=config.model.hidden))
+        return config
+
     def facts(self, graph, config, comm) -> DatasetFacts:
         """Collective over comm. Node count, feature width, classes (one more than the largest label;
-        a multi-label ``label`` [N, C]: C) and the kind of target (:func:`~.metrics.task_of`)."""
-        needed = (() if config.input.embed_dim else ("feat",)) + ("label", "train_mask")
+        a multi-label ``label`` [N, C]: C) and the kind of target (:func:`~.metrics.task_of`). On a
+        typed graph: every type's feature width and the relations; the model's input width is then
+        ``--hidden``, the width every type is projected to."""
+        typed = is_typed(graph)
+        needed = (() if config.input.embed_dim or typed else ("feat",)) + ("label", "train_mask")
         require_fields(graph, config.input.data, needed)
         label = graph.ndata["label"]
         if len(label.shape) == 2:
             num_classes = int(label.shape[1])
         else:
             num_classes = int(comm.allreduce(int(label.local.max(initial=-1)), op=mpi().MAX)) + 1
+        kind = task_of(label.shape, num_classes)
+        if typed:
+            return DatasetFacts(int(graph.num_nodes), 0, num_classes, kind, config.model.hidden, type_widths(graph),
+                                graph.schema.num_relations)
         feat_dim = feature_width(graph)
-        return DatasetFacts(int(graph.num_nodes), feat_dim, num_classes, task_of(label.shape, num_classes),
-                            feat_dim + config.input.embed_dim)
+        return DatasetFacts(int(graph.num_nodes), feat_dim, num_classes, kind, feat_dim + config.input.embed_dim)
 
     def build_model(self, config, facts):
-        """Local. The registered model, ``facts.num_classes`` outputs."""
-        return build_model(config.model, facts.in_dim, facts.num_classes)
+        """Local. The registered model, ``facts.num_classes`` outputs; on a typed graph behind the
+        per-type input projection (a type without features: its embedding, projected unless it is
+        already ``--hidden`` wide)."""
+        if not facts.typed:
+            return build_model(config.model, facts.in_dim, facts.num_classes)
+        embed = config.input.embed_dim
+        widths = [w if w else (0 if embed == facts.in_dim else embed) for w in facts.type_widths]
+        stack = build_model(config.model, facts.in_dim, facts.num_classes, num_relations=facts.num_relations)
+        return TypedModel(TypeProjection(widths, facts.in_dim), stack)
 
     def build_loader(self, graph, config, sampler, prefetch) -> NodeDataLoader:
         """Collective over graph.comm. This rank's training nodes in batches of ``--batch-size`` (a
-        subgraph sampler's own seeds: clusters, or one subgraph per step)."""
+        subgraph sampler's own seeds: clusters, or one subgraph per step); a typed graph's batches
+        gather every node type's own features (:class:`~hpcgnn.loading.typed_rows.TypedFieldFetch`)."""
         train_ids = node_split("train_mask", graph, seed=config.seed)
         if graph.comm.allreduce(train_ids.shape[0]) == 0:
             raise InputError(os.path.join(config.input.data, "meta.json"), "no training nodes: the mask selects none",
                              "train_mask", 0)
         feature = "feat" if "feat" in graph.ndata else None
+        cache_bytes = int(config.task.options.cache_mb * 2**20)
+        fetch = None
+        if is_typed(graph):
+            if cache_bytes:
+                raise InputError(None, "the feature cache holds rows of one feature table, and a typed dataset has "
+                                 "one per node type: train without it", "--cache-mb", config.task.options.cache_mb)
+            fetch = TypedFieldFetch(graph)
         steps = config.optimizer.steps_per_epoch
         if sampler_spec(config.sampler.name).subgraph:
             ids, per_batch = sampler.loader_seeds()
             return NodeDataLoader(graph, ids, sampler, per_batch, prefetch=prefetch, seed=config.seed, feature=feature,
-                                  max_batches=steps)
+                                  max_batches=steps, fetch=fetch)
         return NodeDataLoader(graph, train_ids, sampler, config.optimizer.batch_size, prefetch=prefetch,
-                              seed=config.seed, feature=feature, cache_bytes=int(config.task.options.cache_mb * 2**20),
-                              max_batches=steps)
+                              seed=config.seed, feature=feature, cache_bytes=cache_bytes, max_batches=steps,
+                              fetch=fetch)
 
     def build_loss(self, model, graph, config, facts) -> TrainingLoss:
         """Collective over graph.comm. Cross-entropy (multi-label: binary), class-weighted with

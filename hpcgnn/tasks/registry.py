@@ -17,17 +17,28 @@ class DatasetFacts:
     """Local. What the dataset decides of a run: its node count, feature width, outputs per node
     (classes; 0 for tasks without classes), the task's kind of target (``multiclass``,
     ``binary``, ``multilabel``, ``link``, ...) and the model's input width (features plus the
-    learnable embedding)."""
+    learnable embedding). On a typed graph, also the feature width of every node type
+    (``type_widths``, 0 for a type whose input is the learned embedding) and the number of
+    relations; the model's input width is then the width every type is projected to."""
 
     num_nodes: int
     feat_dim: int
     num_classes: int
     kind: str
     in_dim: int
+    type_widths: tuple = ()
+    num_relations: int = 1
+
+    def __post_init__(self):
+        object.__setattr__(self, "type_widths", tuple(int(w) for w in self.type_widths))  # a list once stored
+
+    @property
+    def typed(self) -> bool:
+        return bool(self.type_widths)
 
     def as_dict(self) -> dict:
         """Local. The facts as plain data (the checkpoint's and the metrics header's record)."""
-        return asdict(self)
+        return dict(asdict(self), type_widths=list(self.type_widths))
 
 
 class Task:
@@ -56,6 +67,10 @@ class Task:
     metrics = ()
     scored = "outputs"
     fit_keys = ()
+
+    def settle(self, config, graph):
+        """Local. ``config`` with what the dataset settles before anything is built (default: unchanged)."""
+        return config
 
     def facts(self, graph, config, comm) -> DatasetFacts:
         """Collective over comm. Refuse a dataset without what the task reads; what it decides."""

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from hpcgnn.format import ondisk
+from hpcgnn.format.schema import typed_field_name
 from hpcgnn.graph import DistGraph
 from hpcgnn.graph.feature_scale import scale_features
 from hpcgnn.nn import seed_dropout
@@ -70,18 +71,23 @@ class Session:
 _FINITE_CHECK_ROWS = 65_536
 
 
-def check_finite(graph, field, comm):
-    """Collective over comm. Refuse a float node field holding NaN or infinity on any rank.
+def check_finite(graph, field, comm, fields=None, node_type=None):
+    """Collective over comm. Refuse a float node field holding NaN or infinity on any rank (of
+    ``fields``, default ``graph.ndata``; a typed graph's fields of ``node_type``: rows by type id).
 
     ReLU turns a NaN input into 0, so NaN features do not even show in the training loss: the
     run would finish at chance accuracy. One pass over this rank's rows, in chunks (a boolean
     copy of a whole shard would cost a quarter of its memory), at start-up.
     """
     error = None
-    tensor = graph.ndata.get(field)
+    tensor = (graph.ndata if fields is None else fields).get(field)
     if tensor is not None and (np.issubdtype(tensor.dtype, np.floating) or tensor.encoding is not None):
         local = tensor.local
-        start = graph.local_nodes[0]
+        if node_type is None:
+            start = graph.local_nodes[0]
+        else:  # the error names the dataset and the node's global id
+            start = graph.layout.block_range(comm.rank, graph.schema.type_index(node_type))[0]
+            field = typed_field_name(node_type, field)
         for lo in range(0, local.shape[0], _FINITE_CHECK_ROWS):
             chunk = float_rows(local[lo:lo + _FINITE_CHECK_ROWS], tensor.encoding).numpy()
             chunk = chunk.reshape(chunk.shape[0], -1)
@@ -100,8 +106,11 @@ def open_session(config: TrainConfig, comm) -> Session:
     graph = DistGraph(config.input.data, comm,
                       progress_interval=None if runtime.progress_ms < 0 else runtime.progress_ms / 1000)
     check_finite(graph, "feat", comm)
+    for name, fields in graph.typed_ndata.items():
+        check_finite(graph, "feat", comm, fields, name)
     scaled = scale_features(graph, config.input.feature_scale)  # before anything reads a feature row
     task = task_named(config.task.name)
+    config = task.settle(config, graph)
     facts = task.facts(graph, config, comm)
     metric = task.choose_metric(config.evaluation.metric, facts, os.path.join(config.input.data, "meta.json"))
     config = replace(config, evaluation=replace(config.evaluation, metric=metric))
