@@ -437,6 +437,7 @@ def test_reader_arguments(tmp_path):
     with pytest.raises(InputError, match=r"g\.npz: field '--delimiter': option does not apply to format npz"):
         reader_options(args, args.input)
     assert set(FORMATS) == {"npz", "h5graph", "edgelist", "planetoid", "shchur", "ogb", "mat", "heterophily",
-                            "rdf", "magnn", "ogb_hetero", "typed_npz"}
+                            "rdf", "magnn", "ogb_hetero", "typed_npz",
+                            "typed_mat"}
     with pytest.raises(SystemExit):
         parser.parse_args(["x", "--header", "--no-header"])

@@ -379,3 +379,62 @@ def test_typed_npz_bad_input_one_line(tmp_path, change, field, pattern):
     with pytest.raises(InputError, match=pattern) as exc:
         read_graph(path, format="typed_npz")
     assert f"field '{field}'" in one_line(exc) and str(path) in one_line(exc)
+
+
+# ------------------------------------------------------------------------------- typed .mat (HAN's ACM)
+
+def acm_variables():
+    import scipy.sparse as sp
+    return {"PvsA": sp.csc_matrix(np.array([[1, 0, 0], [1, 1, 0], [0, 0, 1], [0, 1, 0]], dtype=np.float64)),
+            "PvsL": sp.csc_matrix(np.array([[1, 0], [0, 1], [0, 1], [1, 0]], dtype=np.float64)),
+            "PvsP": sp.csc_matrix(np.array([[0, 1, 0, 0], [0, 0, 0, 0], [1, 0, 0, 1], [0, 0, 0, 0]], dtype=float)),
+            "PvsT": sp.csc_matrix(np.array([[1, 0, 2, 0, 0], [0, 1, 0, 0, 0], [0, 0, 0, 3, 1], [1, 1, 0, 0, 0]])),
+            "PvsC": sp.csc_matrix(np.array([[0, 1, 0], [1, 0, 0], [0, 0, 1], [0, 1, 0]], dtype=np.float64)),
+            "CNormPvsA": sp.csc_matrix(np.ones((4, 3)) / 3),  # not a relation name: not read
+            "train_idx": np.array([[0, 1]]), "val_idx": np.array([[2]]), "test_idx": np.array([[3]])}
+
+
+def test_typed_mat_han_layout(tmp_path):
+    import scipy.io
+    path = tmp_path / "ACM.mat"
+    scipy.io.savemat(path, acm_variables())
+    assert detect_format(path) == "typed_mat"
+    graph = read_graph(path, labels_var="PvsC", features_var="PvsT", add_reverse=True)
+    schema = graph.schema
+    assert schema.node_types == ("P", "A", "L") and schema.target == "P"
+    assert schema.relation_names == ("PvsA", "PvsL", "PvsP", "rev_PvsA", "rev_PvsL", "rev_PvsP")
+    assert schema.relations[0] == ("P", "PvsA", "A")
+    assert pairs(*relation_edges(graph, "PvsA")) == [(0, 0), (1, 0), (1, 1), (2, 2), (3, 1)]
+    assert pairs(*relation_edges(graph, "rev_PvsL")) == [(0, 0), (0, 3), (1, 1), (1, 2)]
+    assert pairs(*relation_edges(graph, "PvsP")) == [(0, 1), (2, 0), (2, 3)]
+    feat = graph.typed_fields["P"]["feat"]
+    np.testing.assert_array_equal(feat.toarray(), acm_variables()["PvsT"].toarray())
+    np.testing.assert_array_equal(graph.ndata["label"][:4], [1, 0, 2, 1])  # the conference of each paper
+    assert (graph.ndata["label"][4:] == -1).all()
+    assert np.flatnonzero(graph.ndata["train_mask"]).tolist() == [0, 1]
+    assert np.flatnonzero(graph.ndata["test_mask"]).tolist() == [3]
+
+
+@pytest.mark.parametrize("change, options, field, pattern", [
+    ({"AvsF": np.ones((4, 2))}, {}, "AvsF", r"type A has 3 nodes in PvsA but 4 here"),
+    ({"train_idx": None, "val_idx": None, "test_idx": None}, {"labels_var": "PvsC"}, "train_idx",
+     "type P has labels but no split"),
+    ({"train_idx": np.array([[0, 4]])}, {"labels_var": "PvsC"}, "train_mask", r"beyond the labelled type's range"),
+    ({"label": np.array([[1, 2, 1]])}, {}, "--mat-labels", "cannot tell which node type 'label'"),
+    ({}, {"features_var": "nope"}, "--mat-features", "no numeric variable of that name"),
+])
+def test_typed_mat_bad_input_one_line(tmp_path, change, options, field, pattern):
+    import scipy.io
+    variables = acm_variables()
+    for key, value in change.items():
+        if value is None:
+            del variables[key]
+        else:
+            variables[key] = value
+    if "label" in change:  # L and A both have 3 nodes... A has 3, L has 2: make the label fit two types
+        variables["PvsL"] = variables["PvsA"]
+    path = tmp_path / "ACM.mat"
+    scipy.io.savemat(path, variables)
+    with pytest.raises(InputError, match=pattern) as exc:
+        read_graph(path, **options)
+    assert f"field '{field}'" in one_line(exc)

@@ -32,21 +32,22 @@ from hpcgnn.prep.read.rdf import is_ntriples_name, read_rdf
 from hpcgnn.prep.read.shchur import ADJACENCY_PREFIXES, read_shchur
 from hpcgnn.prep.read.text import require_regular
 from hpcgnn.prep.read.typed_common import DEFAULT_VAL_FRACTION
+from hpcgnn.prep.read.typed_mat import is_typed_mat, read_typed_mat
 from hpcgnn.prep.read.typed_npz import is_typed_npz_keys, read_typed_npz
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.flags import MAX_COUNT, MAX_NODES, Domain
 
 FORMATS = ("npz", "h5graph", "edgelist", "planetoid", "shchur", "ogb", "mat", "heterophily", "rdf", "magnn",
-           "ogb_hetero", "typed_npz")
+           "ogb_hetero", "typed_npz", "typed_mat")
 #: the formats whose reader returns a typed graph (:mod:`hpcgnn.prep.typed`)
-TYPED_FORMATS = ("rdf", "magnn", "ogb_hetero", "typed_npz")
+TYPED_FORMATS = ("rdf", "magnn", "ogb_hetero", "typed_npz", "typed_mat")
 EDGELIST_EXTENSIONS = (".csv", ".tsv", ".txt", ".edges", ".el")
 #: formats read by seeking in the file (zip members, HDF5 and MATLAB structures): never a pipe
 SEEKING_EXTENSIONS = (".npz", ".mat", ".h5", ".hdf5")
 _READERS = {"npz": read_npz, "h5graph": read_h5graph, "edgelist": read_edgelist, "planetoid": read_planetoid,
             "shchur": read_shchur, "ogb": read_ogb_any, "mat": read_mat, "heterophily": read_heterophily,
             "rdf": read_rdf, "magnn": read_magnn, "ogb_hetero": read_ogb_hetero,
-            "typed_npz": read_typed_npz}
+            "typed_npz": read_typed_npz, "typed_mat": read_typed_mat}
 # Reader keyword -> (command-line flag, default, attribute on the argparse namespace).
 _FLAGS = {"delimiter": ("--delimiter", None, "delimiter"), "header": ("--header", None, "header"),
           "id_base": ("--id-base", 0, "id_base"), "num_nodes": ("--num-nodes", None, "num_nodes"),
@@ -80,7 +81,8 @@ _FORMAT_OPTIONS = {"npz": (), "h5graph": (), "planetoid": (), "shchur": (), "ogb
                    "heterophily": ("split_index",),
                    "rdf": ("labels", "test_labels", "entity_column", "label_column", "val_fraction", "split_seed"),
                    "magnn": ("hgb_split", "val_fraction", "split_seed", "type_names", "target_type"),
-                   "ogb_hetero": ("split", "target_type", "add_reverse"), "typed_npz": ("add_reverse",)}
+                   "ogb_hetero": ("split", "target_type", "add_reverse"), "typed_npz": ("add_reverse",),
+                   "typed_mat": ("labels_var", "features_var", "target_type", "add_reverse")}
 
 __all__ = ["FORMATS", "add_reader_arguments", "detect_format", "join_node_table", "read_edgelist", "read_graph",
            "read_h5graph", "read_heterophily", "read_mat", "read_npz", "read_ogb", "read_ogb_link", "read_planetoid",
@@ -118,6 +120,12 @@ def detect_format(path) -> str:
         ``edgelist``, and so is any other file whose first lines read as one
         (``sniff_edgelist``: ``graph.dat``, ``graph``, a gzipped file without ``.gz``, a pipe
         such as ``/dev/stdin``, whose first lines are kept for the reader).
+        Typed graphs (``TYPED_FORMATS``): a directory with ``adjM.npz`` and
+        ``node_types.npy`` (or that ``adjM.npz``) is ``magnn``; one with
+        ``raw/num-node-dict.csv.gz`` is ``ogb_hetero``; an N-Triples file (``.nt``,
+        ``.nt.gz``, ...) or a directory holding one is ``rdf``; a ``.npz`` with
+        ``edges/<src>/<rel>/<dst>`` and ``num_nodes/<type>`` arrays is ``typed_npz``; a
+        ``.mat`` with ``XvsY`` variables (``PvsA``) is ``typed_mat``.
 
     Raises
     ------
@@ -161,7 +169,7 @@ def detect_format(path) -> str:
             raise InputError(path, f"not a readable .npz archive ({exc})", "format", "npz") from None
         return _npz_format(path, keys)
     if base.endswith(".mat"):
-        return "mat"
+        return "typed_mat" if is_typed_mat(path) else "mat"
     if base.endswith((".h5", ".hdf5")):
         if is_h5graph(path):
             return "h5graph"

@@ -39,12 +39,12 @@ from hpcgnn.prep.read.shchur import edges_from_adjacency, labels_from_onehot
 from hpcgnn.runtime.errors import InputError
 
 _ADJACENCY_NAMES = ("a", "adj", "adjacency", "adj_matrix", "network", "net", "graph", "g", "w")
-_LABEL_NAMES = ("label", "labels", "gnd", "group", "groups", "class", "classes", "y")
-_FEATURE_NAMES = ("x", "feat", "feats", "features", "fea", "attr", "attributes", "attr_matrix")
+LABEL_NAMES = ("label", "labels", "gnd", "group", "groups", "class", "classes", "y")
+FEATURE_NAMES = ("x", "feat", "feats", "features", "fea", "attr", "attributes", "attr_matrix")
 _LISTED = 12  # variables named in an error message
 
 
-def _load_mat_variables(path) -> dict:
+def load_mat_variables(path) -> dict:
     """Local. The numeric matrices of a ``.mat`` file (any version), by variable name.
 
     Parameters
@@ -281,14 +281,14 @@ def read_mat(path, adjacency_var=None, attributes_var=None, labels_var=None, fea
         variables found and names the flag that chooses one.
     """
     path = os.fspath(path)
-    variables = _load_mat_variables(path)
+    variables = load_mat_variables(path)
     adjacency_name = _choose_adjacency(path, variables, adjacency_var)
     num_nodes, src, dst, edata = edges_from_adjacency(path, variables[adjacency_name], adjacency_name)
     node_variables = {key: rows for key, value in variables.items() if key != adjacency_name
                       and (rows := _node_rows(value, num_nodes)) is not None}
-    labels_name = _choose_role(path, variables, node_variables, num_nodes, labels_var, _LABEL_NAMES,
+    labels_name = _choose_role(path, variables, node_variables, num_nodes, labels_var, LABEL_NAMES,
                                "--mat-labels", "label")
-    features_name = _choose_role(path, variables, node_variables, num_nodes, features_var, _FEATURE_NAMES,
+    features_name = _choose_role(path, variables, node_variables, num_nodes, features_var, FEATURE_NAMES,
                                  "--mat-features", "feature")
     table_name = _choose_table(path, variables, node_variables, num_nodes, attributes_var,
                                (labels_name, features_name), label_column)
