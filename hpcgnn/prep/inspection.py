@@ -402,8 +402,14 @@ def _describe_schema(entry) -> list[str]:
              + (f"; labelled type: {entry['target']}" if entry.get("target") else "")]
     relations = [f"{rel} ({src} -> {dst}) {count:,}"
                  for (src, rel, dst), count in zip(entry["edge_types"], entry["relation_counts"])]
-    lines.append(f"relations ({len(relations)}): " + "; ".join(relations))
+    shown = relations if len(relations) <= _RELATIONS_SHOWN else relations[:_RELATIONS_SHOWN] + [
+        f"... {len(relations) - _RELATIONS_SHOWN} more in meta.json's schema"]
+    lines.append(f"relations ({len(relations)}): " + "; ".join(shown))
     return lines
+
+
+#: relations a description lists (a knowledge graph has hundreds)
+_RELATIONS_SHOWN = 16
 
 
 def _entry(mapping, key) -> dict:

@@ -489,7 +489,8 @@ def build_parser():
                              "so coarsening may stop above N) (default 100000)")
     parser.add_argument("--balance", type=parse_balance, default=None, metavar="LIST",
                         help=f"what METIS keeps within 3%% across parts, any of {','.join(BALANCE_CHOICES)} "
-                             "(fewer constraints cut fewer edges; in_degree evens the edges each rank "
+                             "(on a typed graph nodes balances each node type's count; "
+                             "fewer constraints cut fewer edges; in_degree evens the edges each rank "
                              "samples from: see the README's Partitioning section) (default: all; nodes with "
                              "--method kaminpar, which balances one)")
     parser.add_argument("--seed", type=SEED, default=0, help="seed of METIS or of the random method")

@@ -207,8 +207,11 @@ def spread_graph(comm, graph: Graph | None) -> SpreadGraph:
     if comm.rank == 0:
         specs = (graph.num_nodes, graph.num_edges, graph.name, graph.source, graph.symmetric,
                  {k: (v.dtype, v.shape[1:]) for k, v in graph.ndata.items()},
-                 {k: (v.dtype, v.shape[1:]) for k, v in graph.edata.items()})
-    num_nodes, num_edges, name, source, symmetric, node_specs, edge_specs = comm.bcast(specs, root=0)
+                 {k: (v.dtype, v.shape[1:]) for k, v in graph.edata.items()}, graph.schema is not None)
+    num_nodes, num_edges, name, source, symmetric, node_specs, edge_specs, typed = comm.bcast(specs, root=0)
+    if typed:  # refused on every rank at once: a SpreadGraph would drop the node types and per-type fields
+        raise InputError(source, "a typed graph is partitioned by --method metis or random (the spread pipeline "
+                         "carries no node types)", "--method", "multilevel/ldg")
     starts = block_starts(num_nodes, comm.size)
     if comm.rank == 0:
         node_rows = {k: np.asarray(v.toarray() if hasattr(v, "toarray") else v) for k, v in graph.ndata.items()}
