@@ -84,22 +84,54 @@ class RelationalAdjacency:
         self.num_pairs = int(starts.shape[0])
         self.relation_rows = np.bincount(pair_rel, minlength=self.num_relations).tolist()
         self.present = [r for r, n in enumerate(self.relation_rows) if n]
-        weight = np.repeat((1.0 / np.maximum(counts_sorted, 1)).astype(np.float32), counts_sorted)
-        self.mean = CSR(rows_indptr, self._edge_src, weight, self.num_src)
-        position = np.empty(self.num_pairs, dtype=np.int64)
-        position[by_relation] = np.arange(self.num_pairs)
+        self._weight = np.repeat((1.0 / np.maximum(counts_sorted, 1)).astype(np.float32), counts_sorted)
+        self.mean = CSR(rows_indptr, self._edge_src, self._weight, self.num_src)
+        self._position = np.empty(self.num_pairs, dtype=np.int64)
+        self._position[by_relation] = np.arange(self.num_pairs)
+        self._pair_dst = pair_dst  # destination-major, as the positions
         gather_indptr = np.concatenate([[0], np.cumsum(np.bincount(pair_dst, minlength=self.num_dst))])
-        self.gather = CSR(gather_indptr, position, None, self.num_pairs)
+        self.gather = CSR(gather_indptr, self._position, None, self.num_pairs)
+
+    @functools.cached_property
+    def with_self(self) -> tuple[CSR, CSR]:
+        """``(mean, gather)`` with ``num_dst`` more pair rows after the relations' (destination
+        ``i``'s own row, one entry of value 1): a layer's self term then reads its rows through
+        the same product, and no slice of the source rows (whose gradient is a zero-filled copy
+        of all of them) enters the graph."""
+        num_dst, loops = self.num_dst, np.arange(self.num_dst, dtype=np.int64)
+        indptr = np.concatenate([self._indptr, self._indptr[-1] + 1 + loops])
+        mean = CSR(indptr, np.concatenate([self._edge_src, loops]),
+                   np.concatenate([self._weight, np.ones(num_dst, np.float32)]), self.num_src)
+        # every destination's pairs, then its own row
+        order = np.argsort(np.concatenate([2 * self._pair_dst, 2 * loops + 1]), kind="stable")
+        col = np.concatenate([self._position, self.num_pairs + loops])[order]
+        counts = np.bincount(self._pair_dst, minlength=num_dst) + 1
+        gather = CSR(np.concatenate([[0], np.cumsum(counts)]), col, None, self.num_pairs + num_dst)
+        return mean, gather
 
     @functools.cached_property
     def _relation_sources(self):
         # every (relation, source) that some edge reads, relation-major: an attention layer
         # projects each source once per relation that uses it
-        key = self._edge_rel * max(self.num_src, 1) + self._edge_src
-        unique, column = np.unique(key, return_inverse=True)
-        rel, src = np.divmod(unique, max(self.num_src, 1))
-        counts = np.bincount(rel, minlength=self.num_relations).tolist()
-        return torch.from_numpy(src), counts, CSR(self._indptr, column.reshape(-1), None, unique.shape[0])
+        # (a mark per source, not a sort of the edges: one pass over the edges and one scan of
+        # the marks per relation)
+        marked = np.zeros(self.num_src, dtype=bool)
+        local = np.empty(self.num_src, dtype=np.int64)
+        column = np.empty(self._edge_src.shape[0], dtype=np.int64)
+        edge_bounds = self._indptr[np.concatenate([[0], np.cumsum(self.relation_rows)])]
+        sources, counts = [], []
+        for r in range(self.num_relations):
+            lo, hi = edge_bounds[r], edge_bounds[r + 1]
+            src = self._edge_src[lo:hi]
+            marked[src] = True
+            used = np.flatnonzero(marked)
+            marked[used] = False
+            local[used] = np.arange(used.shape[0])
+            column[lo:hi] = local[src] + sum(counts)
+            sources.append(used)
+            counts.append(int(used.shape[0]))
+        return (torch.from_numpy(np.concatenate(sources)), counts,
+                CSR(self._indptr, column, None, sum(counts)))
 
     @property
     def sources(self) -> torch.Tensor:
@@ -186,19 +218,20 @@ class RGCNConv(nn.Module):
 
     def forward(self, block, h_src):
         adj = relational_adjacency(block, self.num_relations)
-        h_dst = h_src[: adj.num_dst]
-        out = linear(h_dst, self.loop_weight, self.bias) if self.loop_weight is not None else None
-        if adj.num_pairs:
+        if self.loop_weight is None and not adj.num_pairs:
+            dtype = torch.bfloat16 if torch.is_autocast_enabled("cpu") else h_src.dtype
+            out = torch.zeros(adj.num_dst, self.out_features, dtype=dtype)
+        else:
+            # the self term is one more run of pair rows (each destination's own row), mapped by W_0
+            mean, gather = adj.with_self if self.loop_weight is not None else (adj.mean, adj.gather)
+            rows = adj.relation_rows + ([adj.num_dst] if self.loop_weight is not None else [])
+            aggregated = spmm(mean, h_src).split(rows)
             weights = self.relation_weights()
-            aggregated = spmm(adj.mean, h_src).split(adj.relation_rows)
-            mapped = torch.cat([linear(aggregated[r], weights[r]) for r in adj.present])
-            messages = spmm(adj.gather, mapped)
-            out = messages if out is None else out + messages
-        if out is None:
-            out = torch.zeros(adj.num_dst, self.out_features, dtype=h_src.dtype)
-        if self.bias is not None and self.loop_weight is None:
-            out = out + self.bias.to(out.dtype)
-        return out
+            mapped = [linear(aggregated[r], weights[r]) for r in adj.present]
+            if self.loop_weight is not None:
+                mapped.append(linear(aggregated[-1], self.loop_weight))
+            out = spmm(gather, torch.cat(mapped))
+        return out if self.bias is None else out + self.bias.to(out.dtype)
 
 
 class RGATConv(nn.Module):
@@ -239,21 +272,27 @@ class RGATConv(nn.Module):
     def forward(self, block, h_src):
         adj = relational_adjacency(block, self.num_relations)
         num_dst, heads = adj.num_dst, self.heads
-        h_dst = h_src[:num_dst]
-        out = linear(h_dst, self.loop_weight) if self.loop_weight is not None else None
-        if adj.num_pairs:
+        out = None
+        if adj.num_pairs or self.loop_weight is not None:
             logit_src, logit_dst = self.logit_maps()
-            # one gather of every (relation, source) row; split's backward concatenates, so the
-            # gradient of the gathered rows is written once, not once per relation
-            rows = h_src.index_select(0, adj.sources).split(adj.source_counts)
+            # one gather of every (relation, source) row and then the destinations' own rows; split's
+            # backward concatenates, so the gradient of the gathered rows is written once (a slice
+            # of h_src would add a zero-filled gradient of all its rows)
+            index = torch.cat([adj.sources, torch.arange(num_dst)])
+            rows = h_src.index_select(0, index).split(adj.source_counts + [num_dst])
+            own = [logit_dst.reshape(-1, logit_dst.shape[-1])]
+            if self.loop_weight is not None:
+                own.append(self.loop_weight)
+            own = linear_maps(rows[-1], own)
+            out = own[1] if self.loop_weight is not None else None
+        if adj.num_pairs:
             projected, scores = [], []
             for r in adj.present:
                 z, score = linear_maps(rows[r], [self.weight[r], logit_src[r]])
                 projected.append(z)
                 scores.append(score)
             z, score_src = torch.cat(projected), torch.cat(scores).float()
-            dst_scores = linear(h_dst, logit_dst.reshape(-1, logit_dst.shape[-1])).float()
-            score_dst = dst_scores.view(num_dst, self.num_relations, heads)[adj.pair_dst, adj.pair_rel]
+            score_dst = own[0].float().view(num_dst, self.num_relations, heads)[adj.pair_dst, adj.pair_rel]
             alpha = self.attn_dropout(edge_softmax(adj.attention, score_src, score_dst, self.negative_slope))
             messages = spmm(adj.gather, head_spmm(adj.attention, z, alpha))
             out = messages if out is None else out + messages.to(out.dtype)
