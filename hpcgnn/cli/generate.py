@@ -7,9 +7,9 @@ holding about 1/K of it, and writes the graph file in parallel
 
 ``hpcgnn generate hetero`` draws a typed graph with IGBH's schema
 (:mod:`hpcgnn.prep.generate_hetero`) and partitions it straight into a dataset directory
-(:func:`hpcgnn.prep.partition.partition_graph`; a typed graph has no single-file layout to hand
-to ``hpcgnn partition``). Under mpirun rank 0 draws the whole graph and the ranks write the
-part files in turns.
+(:func:`hpcgnn.prep.partition.partition_graph`) with ``--parts``, or writes it as a typed
+``.npz`` (:mod:`hpcgnn.prep.read.typed_npz`) for ``hpcgnn partition`` without. Under mpirun
+rank 0 draws the whole graph and the ranks write the part files in turns.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import time
 from hpcgnn.format.feat_dtype import FEAT_DTYPES
 from hpcgnn.prep.dist.generate import generate_rmat_file
 from hpcgnn.prep.generate import MAX_NODES, graph_summary, rmat_graph, sbm_graph
-from hpcgnn.prep.generate_hetero import check_hetero, hetero_graph, hetero_summary
+from hpcgnn.prep.generate_hetero import check_hetero, hetero_graph, hetero_summary, write_typed_npz
 from hpcgnn.prep.partition import output_lock, partition_graph
 from hpcgnn.prep.read.h5graph import write_h5graph
 from hpcgnn.prep.read.npz import write_npz
@@ -50,11 +50,12 @@ _EXAMPLES = """examples:
   hpcgnn generate sbm --nodes 10000 --avg-degree 20 --classes 5 --homophily 0.8 --out sbm.npz
   mpirun -np 4 hpcgnn generate rmat --nodes 5000000 --edges 125000000 --feat-dim 100 --out big.h5
   hpcgnn generate hetero --nodes 1000000 --edges 20000000 --parts 4 --out parts/igbh_1m
+  hpcgnn generate hetero --nodes 100000 --edges 1000000 --out igbh.npz
 
 Edge homophily is about h + (1 - h) / classes for rmat (the rest of the edges fall in the same
 class by chance) and exactly h for sbm. The output is written atomically. A seed gives the
-same graph on any number of ranks. hetero writes a partitioned dataset directory (IGBH's
-node types and relations, labels on papers)."""
+same graph on any number of ranks. hetero (IGBH's node types and relations, labels on papers)
+writes a partitioned dataset directory with --parts, or a typed .npz without."""
 
 
 def _build_parser():
@@ -114,8 +115,9 @@ def _add_hetero(kinds):
                      help="nodes over all four types")
     sub.add_argument("--edges", type=Domain(int, ge=1, le=_MAX_EDGES), required=True,
                      help="unique edges over the four relations, before --add-reverse doubles them")
-    sub.add_argument("--parts", "-p", type=Domain(int, ge=1, le=MAX_PARTS), required=True,
-                     help="number of parts (= ranks of training)")
+    sub.add_argument("--parts", "-p", type=Domain(int, ge=1, le=MAX_PARTS), default=None,
+                     help="number of parts (= ranks of training) of the dataset directory --out; "
+                     "without it --out is a typed .npz for hpcgnn partition")
     sub.add_argument("--classes", type=Domain(int, ge=1, le=MAX_PARTS), default=19,
                      help="number of paper classes (default 19, IGBH's small label set)")
     sub.add_argument("--homophily", type=Domain(float, ge=0, le=1), default=0.7,
@@ -134,8 +136,10 @@ def _add_hetero(kinds):
     sub.add_argument("--method", choices=("metis", "random"), default="metis", help="partitioner (default metis)")
     sub.add_argument("--feat-dtype", choices=FEAT_DTYPES, default="float32",
                      help="how features are stored (default float32)")
+    sub.add_argument("--compress", action="store_true", help="compress the .npz (slower)")
     sub.add_argument("--force", action="store_true", help="replace an existing output directory")
-    sub.add_argument("--out", required=True, help="output dataset directory")
+    sub.add_argument("--out", required=True,
+                     help="output: a dataset directory (with --parts), or a typed .npz (without; one process)")
 
 
 def _check_output(path):
@@ -188,29 +192,55 @@ def _common(args):
                 feat_dim=args.feat_dim, feat_signal=args.feat_signal, fractions=split, seed=args.seed)
 
 
+def _draw_hetero(args, params, log):
+    with _named_by_flags():
+        graph = hetero_graph(add_reverse=args.add_reverse, **params)
+    summary = hetero_summary(graph)
+    log("drew " + ", ".join(f"{n:,} {t}" for t, n in summary["nodes"].items()) + "; "
+        + ", ".join(f"{n:,} {r}" for r, n in summary["edges"].items())
+        + f"; cites edge homophily {summary['cites_homophily']:.3f}")
+    return graph
+
+
 def _generate_hetero(args):
-    """``generate hetero``: rank 0 draws the typed graph, the ranks partition and write it."""
+    """``generate hetero``: a typed .npz from one process, or a dataset directory: rank 0 draws
+    the typed graph, the ranks partition and write it."""
     launched = launcher_tasks()
     comm = start_world() if launched is not None and launched[1] > 1 else None
     rank = comm.rank if comm is not None else 0
-    out_dir = os.path.abspath(args.out)
+    to_file = args.out.endswith(".npz")
+    if to_file and args.parts is not None:
+        raise InputError(None, "partitions into a dataset directory: give --out a directory, or leave --parts "
+                         "out to write a typed .npz", "--parts", args.parts)
+    if not to_file and args.parts is None:
+        raise InputError(None, "a dataset directory needs a part count: give --parts P (or a .npz --out to write "
+                         "the graph file)", "--parts", None)
+    if to_file and comm is not None:
+        raise InputError(None, "a typed .npz is written by one process; run it without mpirun (under mpirun, "
+                         "give --parts and a directory)", "--out", args.out)
     log = StageLog("generate hetero", enabled=rank == 0)
     params = dict(_common(args), num_edges=args.edges, chunk_edges=args.chunk_edges)
     with _named_by_flags():  # on every rank, so that a bad flag ends each the same way
         check_hetero(**params)
+    if to_file:
+        out = _check_output(args.out)
+        graph = _draw_hetero(args, params, log)
+        try:
+            write_typed_npz(graph, out, compress=args.compress)
+        except OSError as exc:
+            raise InputError(out, f"cannot write the output ({exc.strerror or exc})", "--out", out) from None
+        print(f"hetero: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, {log.total_s:.1f} s -> {out}",
+              flush=True)
+        return 0
     if args.parts > args.nodes:
         raise InputError(None, f"more parts than nodes ({args.nodes:,})", "--parts", args.parts)
+    out_dir = os.path.abspath(args.out)
     graph = source = None
     with output_lock(comm, out_dir):
         if rank == 0:
             if os.path.exists(out_dir) and not args.force:
                 raise InputError(out_dir, "output exists (pass --force to replace it)", "--out", args.out)
-            with _named_by_flags():
-                graph = hetero_graph(add_reverse=args.add_reverse, **params)
-            summary = hetero_summary(graph)
-            log("drew " + ", ".join(f"{n:,} {t}" for t, n in summary["nodes"].items()) + "; "
-                + ", ".join(f"{n:,} {r}" for r, n in summary["edges"].items())
-                + f"; cites edge homophily {summary['cites_homophily']:.3f}")
+            graph = _draw_hetero(args, params, log)
             source = {"input": "generate hetero", "format": "generated",
                       "generator": {k: v for k, v in vars(args).items() if k not in ("out", "force", "kind")}}
         meta = partition_graph(graph, out_dir, args.parts, args.method, args.seed, comm=comm, source=source,

@@ -68,6 +68,7 @@ from hpcgnn.prep.generate import (
 from hpcgnn.prep.graph import Graph
 from hpcgnn.prep.typed import typed_graph
 from hpcgnn.runtime.errors import InputError
+from hpcgnn.runtime.files import atomic_path
 
 #: IGBH-large's node counts, in type-id order; ``paper`` (first) is the labelled type
 IGBH_NODES = {"paper": 100_000_000, "author": 116_959_896, "institute": 26_524, "fos": 649_707}
@@ -297,6 +298,32 @@ def hetero_graph(num_nodes, num_edges, feat_dim=128, num_classes=19, homophily=0
     return typed_graph(counts, relations, {t: {"feat": f["feat"]} for t, f in fields.items()}, target=TARGET,
                        label=label, masks=masks, name="hetero", source=f"<hetero seed={seed}>",
                        add_reverse=add_reverse, notes=notes)
+
+
+def write_typed_npz(graph: Graph, path, compress=False) -> None:
+    """Local. Write a typed graph (:func:`hpcgnn.prep.typed.typed_graph`'s) as the typed ``.npz``
+    layout :mod:`hpcgnn.prep.read.typed_npz` reads back (every relation it has, reverses
+    included), atomically."""
+    schema, offsets = graph.schema, graph.type_offsets
+    arrays = {f"num_nodes/{t}": np.int64(offsets[i + 1] - offsets[i]) for i, t in enumerate(schema.node_types)}
+    etype = graph.edata[ETYPE]
+    for index, (src_type, rel, dst_type) in enumerate(schema.relations):
+        pick = np.flatnonzero(etype == index)
+        ends = np.empty((pick.shape[0], 2), dtype=np.int64)
+        np.subtract(graph.src[pick], offsets[schema.type_index(src_type)], out=ends[:, 0])
+        np.subtract(graph.dst[pick], offsets[schema.type_index(dst_type)], out=ends[:, 1])
+        arrays[f"edges/{src_type}/{rel}/{dst_type}"] = ends
+    for node_type, fields in graph.typed_fields.items():
+        for field, values in fields.items():
+            arrays[f"{field}/{node_type}"] = values
+    if schema.target is not None:
+        first, end = (int(offsets[schema.type_index(schema.target) + k]) for k in (0, 1))
+        for field in ("label", "train_mask", "val_mask", "test_mask"):
+            if field in graph.ndata:
+                arrays[f"{field}/{schema.target}"] = graph.ndata[field][first:end]
+    save = np.savez_compressed if compress else np.savez
+    with atomic_path(path, suffix=".npz") as tmp, open(tmp, "wb") as fh:
+        save(fh, **arrays)
 
 
 def hetero_summary(graph: Graph) -> dict:

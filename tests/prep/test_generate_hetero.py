@@ -19,6 +19,7 @@ from hpcgnn.prep.generate_hetero import (
     type_counts,
 )
 from hpcgnn.prep.partition import partition_graph
+from hpcgnn.prep.read import read_graph
 from hpcgnn.runtime.errors import InputError
 
 SMALL = dict(num_nodes=6000, num_edges=60000, feat_dim=16, num_classes=8, seed=5)
@@ -183,7 +184,26 @@ def test_cli_writes_a_typed_dataset(tmp_path, capsys):
     assert sorted(os.listdir(out.parent)) == ["igbh"]  # no temporary directory or lock left behind
 
 
+def test_cli_writes_a_typed_npz_that_reads_back_as_the_graph(tmp_path, capsys):
+    out = tmp_path / "igbh.npz"
+    assert main(FLAGS + ["--out", str(out)]) == 0
+    assert "hetero: 3,000 nodes, 40,000 edges" in capsys.readouterr().out
+    graph = hetero_graph(num_nodes=3000, num_edges=20000, feat_dim=8, num_classes=6, seed=2)
+    back = read_graph(str(out))  # the format is detected from the array names
+    assert back.schema == graph.schema and np.array_equal(back.type_offsets, graph.type_offsets)
+    for name in ("src", "dst"):
+        assert np.array_equal(getattr(back, name), getattr(graph, name)), name
+    assert np.array_equal(back.edata[ETYPE], graph.edata[ETYPE])
+    for name in ("label", "train_mask", "val_mask", "test_mask"):
+        assert np.array_equal(back.ndata[name], graph.ndata[name]), name
+    for node_type in IGBH_NODES:
+        assert np.array_equal(back.typed_fields[node_type]["feat"], graph.typed_fields[node_type]["feat"])
+    assert os.listdir(tmp_path) == ["igbh.npz"]
+
+
 @pytest.mark.parametrize("flags, message", [
+    (["--parts", None], "field '--parts': a dataset directory needs a part count"),
+    (["--out", "g.npz"], "field '--parts': partitions into a dataset directory"),
     (["--nodes", "30", "--edges", "100"], "field '--nodes': too few nodes for 6 classes"),
     (["--nodes", "3000", "--edges", "3000000"], "field '--edges': gives relation"),
     (["--homophily", "1.5"], "field '--homophily'"),
@@ -195,12 +215,15 @@ def test_cli_writes_a_typed_dataset(tmp_path, capsys):
 def test_cli_bad_flags_one_line_exit_2_nothing_written(tmp_path, capsys, flags, message):
     out = tmp_path / "d"
     argv = FLAGS + ["--parts", "2", "--out", str(out)]
-    for flag_at in range(0, len(flags), 2):  # the flags given replace the base ones
-        if flags[flag_at] in argv:
-            at = argv.index(flags[flag_at])
-            argv[at + 1] = flags[flag_at + 1]
+    for flag_at in range(0, len(flags), 2):  # the flags given replace the base ones (None: leave it out)
+        flag, value = flags[flag_at:flag_at + 2]
+        if flag == "--out":
+            value = str(tmp_path / value)
+        if flag in argv:
+            at = argv.index(flag)
+            argv[at:at + 2] = [] if value is None else [flag, value]
         else:
-            argv += flags[flag_at:flag_at + 2]
+            argv += [flag, value]
     with pytest.raises(SystemExit) as stop:
         main(argv)
     assert stop.value.code == 2
