@@ -438,3 +438,29 @@ def test_typed_mat_bad_input_one_line(tmp_path, change, options, field, pattern)
     with pytest.raises(InputError, match=pattern) as exc:
         read_graph(path, **options)
     assert f"field '{field}'" in one_line(exc)
+
+
+# ------------------------------------------------------------------------------ the shared real sets
+
+@pytest.mark.skipif(not os.path.isdir(os.path.join(SHARED, "aifb")) or not os.path.isdir(os.path.join(SHARED, "dblp")),
+                    reason="the shared data sets are not here")
+def test_real_aifb_and_dblp_counts():
+    aifb = read_graph(os.path.join(SHARED, "aifb"))  # PROVENANCE.txt's figures
+    assert aifb.num_nodes == 8285 and aifb.num_edges == 2 * 29043
+    assert aifb.schema.num_relations == 90  # 45 predicates and their inverses
+    train, val, test = (int(aifb.ndata[m].sum()) for m in ("train_mask", "val_mask", "test_mask"))
+    assert (train + val, val, test) == (140, 28, 36)
+    assert len(aifb.notes["class_names"]) == 4
+    dblp = read_graph(os.path.join(SHARED, "dblp"), hgb_split=True)
+    assert dblp.schema.node_types == ("author", "paper", "term", "venue") and dblp.schema.target == "author"
+    np.testing.assert_array_equal(np.diff(dblp.type_offsets), [4057, 14328, 7723, 20])
+    assert dblp.num_edges == 239566
+    counts = np.bincount(dblp.edata[ETYPE])
+    assert dict(zip(dblp.schema.relation_names, counts.tolist())) == {
+        "author-paper": 19645, "paper-author": 19645, "paper-term": 85810, "paper-venue": 14328,
+        "term-paper": 85810, "venue-paper": 14328}
+    assert {t: f["feat"].shape[1] for t, f in dblp.typed_fields.items()} == {"author": 451, "paper": 4233, "term": 50}
+    train, val, test = (int(dblp.ndata[m].sum()) for m in ("train_mask", "val_mask", "test_mask"))
+    assert (train + val, test) == (1217, 2840)
+    magnn = read_graph(os.path.join(SHARED, "dblp"))
+    assert [int(magnn.ndata[m].sum()) for m in ("train_mask", "val_mask", "test_mask")] == [400, 400, 3257]

@@ -6,6 +6,13 @@ give every command the same flags. An edge list may come with a node table
 (``--node-table``), joined here after the edge list is read. Format ``ogb`` covers both OGB
 layouts: node-property datasets (``read_ogb``) and link-property ones, whose split is
 ``split/<scheme>/*.pt`` and becomes the graph's held-out edge sets (``read_ogb_link``).
+
+The formats of ``TYPED_FORMATS`` return a typed graph (:func:`hpcgnn.prep.typed.typed_graph`):
+``rdf`` (N-Triples and R-GCN's label files, :mod:`~hpcgnn.prep.read.rdf`), ``magnn`` (MAGNN's
+npz layout and HGB's split, :mod:`~hpcgnn.prep.read.magnn`), ``ogb_hetero`` (ogbn-mag's raw
+layout, :mod:`~hpcgnn.prep.read.ogb_hetero`), ``typed_npz`` (hpcgnn's own,
+:mod:`~hpcgnn.prep.read.typed_npz`) and ``typed_mat`` (HAN's per-relation ``.mat``,
+:mod:`~hpcgnn.prep.read.typed_mat`).
 """
 from __future__ import annotations
 
@@ -84,9 +91,10 @@ _FORMAT_OPTIONS = {"npz": (), "h5graph": (), "planetoid": (), "shchur": (), "ogb
                    "ogb_hetero": ("split", "target_type", "add_reverse"), "typed_npz": ("add_reverse",),
                    "typed_mat": ("labels_var", "features_var", "target_type", "add_reverse")}
 
-__all__ = ["FORMATS", "add_reader_arguments", "detect_format", "join_node_table", "read_edgelist", "read_graph",
-           "read_h5graph", "read_heterophily", "read_mat", "read_npz", "read_ogb", "read_ogb_link", "read_planetoid",
-           "read_shchur", "reader_options", "write_h5graph", "write_npz"]
+__all__ = ["FORMATS", "TYPED_FORMATS", "add_reader_arguments", "detect_format", "join_node_table", "read_edgelist",
+           "read_graph", "read_h5graph", "read_heterophily", "read_magnn", "read_mat", "read_npz", "read_ogb",
+           "read_ogb_hetero", "read_ogb_link", "read_planetoid", "read_rdf", "read_shchur", "read_typed_mat",
+           "read_typed_npz", "reader_options", "write_h5graph", "write_npz"]
 
 
 def _formats_hint():
@@ -212,8 +220,13 @@ def read_graph(path, format=None, **options):
         Keyword options of the chosen reader (``read_edgelist``: ``delimiter``, ``header``,
         ``id_base``, ``num_nodes``, ``relabel``, ...; ``read_ogb``: ``split``; ``read_planetoid``:
         ``name``; ``read_mat``: ``adjacency_var``, ``label_column``, ...; ``read_heterophily``:
-        ``split_index``). An edge list also takes ``node_table`` (a path), ``label_column`` and
-        ``table_features``: the table is joined by ``join_node_table``.
+        ``split_index``; ``read_rdf``: ``labels``, ``test_labels``, ``entity_column``,
+        ``label_column``, ``val_fraction``, ``split_seed``; ``read_magnn``: ``hgb_split``,
+        ``val_fraction``, ``split_seed``, ``type_names``, ``target_type``;
+        ``read_ogb_hetero``: ``split``, ``target_type``, ``add_reverse``; ``read_typed_npz``:
+        ``add_reverse``; ``read_typed_mat``: ``labels_var``, ``features_var``,
+        ``target_type``, ``add_reverse``). An edge list also takes ``node_table`` (a path),
+        ``label_column`` and ``table_features``: the table is joined by ``join_node_table``.
 
     Returns
     -------
@@ -286,7 +299,11 @@ def add_reader_arguments(parser):
         ``--num-nodes``, ``--relabel``, ``--ogb-split`` and ``--split-index`` in an "input
         format" group, and ``--node-table``, ``--label-column``, ``--no-table-features`` and
         ``--mat-adjacency``/``-attributes``/``-labels``/``-features`` in a "node labels and
-        features" group.
+        features" group, and ``--labels``, ``--test-labels``, ``--entity-column``,
+        ``--val-fraction``, ``--hgb-split``, ``--type-names``, ``--add-reverse`` and
+        ``--target-type`` in a "typed graphs" group. A typed reader that draws a validation
+        part (``--val-fraction``) takes its seed from the command's ``--split-seed`` where it
+        has one.
 
     Returns
     -------
@@ -374,9 +391,11 @@ def reader_options(args, path=None, format=None):
     Returns
     -------
     dict
-        Options that apply to the chosen format and differ from their defaults. Without a
-        known format, every non-default option is returned and ``read_graph`` rejects those
-        the detected reader does not take.
+        Options that apply to the chosen format and differ from their defaults, and for a
+        format that takes it the command's ``split_seed`` (``--split-seed``, which also seeds
+        partition's ``--split``: never refused for a format without it). Without a known
+        format, every non-default option is returned and ``read_graph`` rejects those the
+        detected reader does not take.
 
     Raises
     ------
