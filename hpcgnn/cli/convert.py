@@ -13,7 +13,7 @@ import os
 import time
 
 from hpcgnn.prep.dist.convert import ROW_FORMATS, convert_rows
-from hpcgnn.prep.read import add_reader_arguments, detect_format, read_graph, reader_options
+from hpcgnn.prep.read import TYPED_FORMATS, add_reader_arguments, detect_format, read_graph, reader_options
 from hpcgnn.prep.read.h5graph import write_h5graph
 from hpcgnn.prep.read.npz import write_npz
 from hpcgnn.runtime.abort import entry_point, run_program
@@ -74,6 +74,9 @@ def main(argv=None):
     out = _check_output(args.out, args.out)
     started = time.perf_counter()
     fmt_name = args.format or detect_format(args.input)
+    if fmt_name in TYPED_FORMATS:  # the npz and graph-file formats hold one node type and one relation
+        raise InputError(args.input, f"is a typed graph ({fmt_name}); the converted file would lose its node types "
+                         "and relations: partition it directly (hpcgnn partition INPUT)", "format", fmt_name)
     launched = launcher_tasks()
     if launched is not None and launched[1] > 1:
         comm, num_nodes, num_edges = _convert_spread(args, out, fmt_name)

@@ -464,3 +464,15 @@ def test_real_aifb_and_dblp_counts():
     assert (train + val, test) == (1217, 2840)
     magnn = read_graph(os.path.join(SHARED, "dblp"))
     assert [int(magnn.ndata[m].sum()) for m in ("train_mask", "val_mask", "test_mask")] == [400, 400, 3257]
+
+
+def test_convert_refuses_a_typed_graph(tmp_path, capsys):
+    from hpcgnn.cli.convert import main as convert_main
+    path = tmp_path / "g.npz"
+    np.savez(path, **typed_arrays())
+    with pytest.raises(SystemExit) as exc:
+        convert_main([str(path), str(tmp_path / "out.npz")])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "field 'format'" in err and "typed graph (typed_npz)" in err
+    assert not (tmp_path / "out.npz").exists()
