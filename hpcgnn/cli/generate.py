@@ -106,10 +106,11 @@ def _build_parser():
 
 
 def _add_hetero(kinds):
-    sub = kinds.add_parser("hetero", help="typed RMAT graph with IGBH's schema, partitioned",
+    sub = kinds.add_parser("hetero", help="typed RMAT graph with IGBH's schema",
                            description="Typed RMAT-like graph with IGBH's schema (paper, author, institute, fos; "
                            "cites, written_by, affiliated_to, topic and their reverses) in IGBH-large's "
-                           "proportions, planted classes and labels on papers, partitioned into --parts parts.",
+                           "proportions, planted classes and labels on papers: partitioned into --parts parts, "
+                           "or written as a typed .npz.",
                            epilog=_EXAMPLES, formatter_class=RawDescriptionDefaultsHelpFormatter)
     sub.add_argument("--nodes", type=Domain(int, ge=1, le=MAX_NODES), required=True,
                      help="nodes over all four types")
