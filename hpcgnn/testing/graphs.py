@@ -2,6 +2,7 @@
 import numpy as np
 
 from hpcgnn.prep.graph import Graph
+from hpcgnn.prep.typed import typed_graph
 
 
 def clustered_graph(num_nodes=600, num_clusters=4, avg_degree=12, p_inside=0.95, feat_dim=8, seed=0,
@@ -36,8 +37,6 @@ def typed_toy_graph(num_papers=400, num_authors=200, num_classes=4, feat_dim=8, 
     its class), venues (no features; a paper mostly appears in its class's venue); relations
     writes (author -> paper), cites (paper -> paper, mostly inside a class), published_in
     (paper -> venue), and their reverses."""
-    from hpcgnn.prep.typed import typed_graph
-
     rng = np.random.default_rng(seed)
     paper_class = rng.integers(0, num_classes, num_papers)
     author_class = rng.integers(0, num_classes, num_authors)
