@@ -207,9 +207,22 @@ ctypedef fused relation_t:
     int64_t
 
 
+cdef inline int64_t _run_end(const relation_t* ids, int64_t lo, int64_t hi, int64_t r) noexcept nogil:
+    """The first index of ``[lo, hi)`` whose id exceeds ``r`` (ids ascending there): a binary
+    search, so a row of thousands of in-edges costs a few reads per relation, not its length."""
+    cdef int64_t mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if ids[mid] <= r:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 def sample_positions_by_relation(const int64_t[::1] begin, const int64_t[::1] degree,
                                  const relation_t[::1] relation, const int64_t[::1] fanouts,
-                                 bint replace, uint64_t seed):
+                                 bint replace, uint64_t seed, const int64_t[::1] relation_begin=None):
     """Local. Uniformly pick up to ``fanouts[r]`` in-edge positions of every row's relation-``r`` run.
 
     Each row's candidates are grouped by relation id, ascending (a typed graph's CSC keeps them
@@ -222,9 +235,12 @@ def sample_positions_by_relation(const int64_t[::1] begin, const int64_t[::1] de
     ----------
     begin, degree : int64 arrays of length n
         Row ``i``'s candidates are the positions ``begin[i] .. begin[i] + degree[i] - 1``.
-    relation : int8, int16, int32 or int64 array of length ``degree.sum()``
-        Every candidate's relation id, row after row (row ``i``'s start at ``degree[:i].sum()``),
-        non-decreasing within a row.
+    relation : int8, int16, int32 or int64 array
+        The candidates' relation ids, ascending within each row: without ``relation_begin``, every
+        candidate's, row after row (length ``degree.sum()``); with it, a table holding row ``i``'s
+        at ``relation_begin[i] .. relation_begin[i] + degree[i] - 1`` (a CSC's edge-type column
+        read in place). Runs are found by binary search, so the order is checked only where a
+        run starts and ends (the dataset's loader checks it whole).
     fanouts : int64 array of length R
         Picks per row and relation; -1 takes the whole run, 0 none. Ids must be below R.
     replace : bool
@@ -232,6 +248,8 @@ def sample_positions_by_relation(const int64_t[::1] begin, const int64_t[::1] de
         ``min(fanouts[r], run length)`` distinct positions, the whole run in order if it is short.
     seed : int
         Seed of the counter-based generator described in the module docstring.
+    relation_begin : int64 array of length n, optional
+        Where each row's relation ids start in ``relation``.
 
     Returns
     -------
@@ -240,35 +258,43 @@ def sample_positions_by_relation(const int64_t[::1] begin, const int64_t[::1] de
         relation order
     relations : int64 array of length ``counts.sum()``, the relation id of every pick
     """
-    cdef int64_t n = begin.shape[0], num_relations = fanouts.shape[0], num_candidates = relation.shape[0]
+    cdef int64_t n = begin.shape[0], num_relations = fanouts.shape[0], table_length = relation.shape[0]
+    cdef bint in_place = relation_begin is not None
     if degree.shape[0] != n:
         raise ValueError(f"begin has {n} rows but degree has {degree.shape[0]}")
+    if in_place and relation_begin.shape[0] != n:
+        raise ValueError(f"begin has {n} rows but relation_begin has {relation_begin.shape[0]}")
     cdef int64_t r
     for r in range(num_relations):
         if fanouts[r] < -1:
             raise ValueError(f"fanouts[{r}] must be >= 0 or -1, got {fanouts[r]}")
     counts_a = np.zeros(n, dtype=np.int64)
     cdef int64_t[::1] counts = counts_a
-    cdef int64_t i, d, k, j, run_end, w = 0, total = 0, offset = 0, bad_row = -1, bad_value = 0
-    cdef int64_t bitmap_length = 0, previous, t
+    cdef int64_t i, d, k, j, t, start, row_end, run_end, w = 0, total = 0, offset = 0, bad_row = -1
+    cdef int64_t bitmap_length = 0, previous, bad_value = 0
     cdef int error = 0
+    cdef const relation_t* ids = &relation[0] if table_length else NULL
     with nogil:
         for i in range(n):
             d = degree[i]
-            if d < 0 or offset + d > num_candidates:
+            start = relation_begin[i] if in_place else offset
+            if d < 0 or start < 0 or start + d > table_length:
                 error = 1 if d < 0 else 2
                 bad_row = i
                 break
             previous = -1
-            j = offset
-            while j < offset + d:
-                r = relation[j]
+            j = start
+            row_end = start + d
+            while j < row_end:
+                r = ids[j]
                 if r < 0 or r >= num_relations or r <= previous:
                     error = 3 if r < 0 or r >= num_relations else 4
                     break
-                run_end = j + 1
-                while run_end < offset + d and relation[run_end] == r:
-                    run_end += 1
+                run_end = _run_end(ids, j + 1, row_end, r)
+                if ids[run_end - 1] != r:  # a smaller id inside the run: not ascending
+                    error = 4
+                    r = ids[run_end - 1]
+                    break
                 k = _pick_count(run_end - j, fanouts[r], replace)
                 counts[i] += k
                 if not replace and k > LINEAR_SCAN_MAX_PICKS and run_end - j > k:
@@ -283,8 +309,11 @@ def sample_positions_by_relation(const int64_t[::1] begin, const int64_t[::1] de
             offset += d
     if error == 1:
         raise ValueError(f"degree[{bad_row}] is negative")
-    if error == 2 or (error == 0 and offset != num_candidates):
-        raise ValueError(f"relation has {num_candidates} entries, degree needs {int(np.sum(degree))}")
+    if error == 2 and in_place:
+        raise ValueError(f"row {bad_row}'s relation ids [{relation_begin[bad_row]}, "
+                         f"{relation_begin[bad_row] + degree[bad_row]}) lie outside a table of {table_length}")
+    if error == 2 or (error == 0 and not in_place and offset != table_length):
+        raise ValueError(f"relation has {table_length} entries, degree needs {int(np.sum(degree))}")
     if error == 3:
         raise ValueError(f"row {bad_row} has relation id {bad_value}, outside the {num_relations} fanouts")
     if error == 4:
@@ -301,16 +330,16 @@ def sample_positions_by_relation(const int64_t[::1] begin, const int64_t[::1] de
     with nogil:
         for i in range(n):
             d = degree[i]
+            start = relation_begin[i] if in_place else offset
+            row_end = start + d
             row_stream = _row_stream(seed, i)
-            j = offset
-            while j < offset + d:
-                r = relation[j]
-                run_end = j + 1
-                while run_end < offset + d and relation[run_end] == r:
-                    run_end += 1
+            j = start
+            while j < row_end:
+                r = ids[j]
+                run_end = _run_end(ids, j + 1, row_end, r)
                 k = _pick_count(run_end - j, fanouts[r], replace)
                 if k:
-                    _pick_run(&positions[w], begin[i] + (j - offset), run_end - j, k, fanouts[r], replace,
+                    _pick_run(&positions[w], begin[i] + (j - start), run_end - j, k, fanouts[r], replace,
                               row_stream + <uint64_t>r * RELATION_MULTIPLIER, taken.data())
                     for t in range(w, w + k):
                         relations[t] = r

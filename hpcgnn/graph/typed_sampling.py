@@ -21,27 +21,39 @@ from hpcgnn.format.schema import ETYPE
 from hpcgnn.graph.dist_graph import Neighbors
 
 
-def _candidate_relations(graph, begin, degree, owners) -> np.ndarray:
-    """Every candidate in-edge's relation id, node after node (all 0 without an ``etype`` field)."""
-    total = int(degree.sum())
+def _candidate_relations(graph, begin, degree, owners):
+    """``(table, starts)``: node ``i``'s candidate in-edges have relation ids
+    ``table[starts[i]:starts[i] + degree[i]]``. Read in place where the rows are in this machine's
+    memory (this rank's edge field, or the node's shared table); otherwise gathered, node after
+    node, with one request per owner (``starts`` None). All 0 without an ``etype`` field."""
     field = graph.edata.get(ETYPE)
     if field is None:
-        return np.zeros(total, dtype=np.int8)
-    positions = _csr.expand_ranges(begin, degree)
+        return np.zeros(int(degree.max()) if degree.shape[0] else 0, dtype=np.int8), np.zeros_like(degree)
     if owners is None:
-        return field.local[positions]
-    return field.gather(graph.edge_book.starts[np.repeat(owners, degree)] + positions)
+        return field.local, begin
+    window = field.window
+    rows = window.node_table_rows(owners, begin)
+    if rows is not None:
+        return window.node_table, rows
+    positions = _csr.expand_ranges(begin, degree)
+    return field.gather(graph.edge_book.starts[np.repeat(owners, degree)] + positions), None
 
 
-def relation_fanouts(fanouts_by_relation, relations, graph=None) -> np.ndarray:
-    """Local. ``fanouts_by_relation`` as the kernel's int64 array. An int is every relation's
-    fanout: repeated for the graph schema's relations, or more when the candidate ``relations``
-    hold a larger id. A sequence gives one fanout per relation (-1: all, 0: none)."""
+def num_relations(graph) -> int:
+    """Local. How many relation ids ``graph``'s edges may carry: its schema's relations; for an
+    untyped dataset, 1 without an ``etype`` field, else every id the field's dtype holds."""
+    schema = getattr(graph, "schema", None)
+    field = graph.edata.get(ETYPE)
+    if schema is not None and (not schema.is_homogeneous or field is None):
+        return schema.num_relations
+    return 1 if field is None else int(np.iinfo(field.dtype).max) + 1
+
+
+def relation_fanouts(fanouts_by_relation, graph) -> np.ndarray:
+    """Local. ``fanouts_by_relation`` as the kernel's int64 array: an int is every relation's
+    fanout (:func:`num_relations` of them), a sequence one fanout per relation id (-1: all, 0: none)."""
     if np.ndim(fanouts_by_relation) == 0:
-        schema = getattr(graph, "schema", None)
-        count = max(schema.num_relations if schema is not None else 1,
-                    int(relations.max()) + 1 if relations.shape[0] else 1)
-        return np.full(count, int(fanouts_by_relation), dtype=np.int64)
+        return np.full(num_relations(graph), int(fanouts_by_relation), dtype=np.int64)
     fanouts = np.ascontiguousarray(fanouts_by_relation, dtype=np.int64)
     if fanouts.ndim != 1:
         raise ValueError(f"fanouts_by_relation must be an int or a 1-D sequence, got shape {fanouts.shape}")
@@ -55,8 +67,9 @@ def sample_neighbors_by_relation(graph, seeds, fanouts_by_relation, replace=Fals
     Parameters
     ----------
     graph : DistGraph
-    seeds : array of int64
-        Global ids (repeats allowed).
+    seeds : array of int64, or dict
+        Global ids (repeats allowed), or ``{node type: ids among that type's nodes}`` (taken in
+        the dict's order, as the global ids :meth:`~hpcgnn.format.schema.TypeLayout.gids_of` gives).
     fanouts_by_relation : int or sequence of int
         Picks per node and relation (-1: every in-edge of that relation, 0: none); an int applies
         to every relation.
@@ -74,11 +87,16 @@ def sample_neighbors_by_relation(graph, seeds, fanouts_by_relation, replace=Fals
     etype : int64 array
         The relation id of every picked edge.
     """
+    if isinstance(seeds, dict):
+        layout = graph.layout
+        seeds = np.concatenate([layout.gids_of(layout.schema.type_index(t), tids) for t, tids in seeds.items()]
+                               + [np.empty(0, np.int64)])
     seeds = np.asarray(seeds, dtype=np.int64)
     begin, degree, owners = graph.in_edge_ranges(seeds)
-    relations = _candidate_relations(graph, begin, degree, owners)
-    fanouts = relation_fanouts(fanouts_by_relation, relations, graph)
-    counts, positions, etype = _sample.sample_positions_by_relation(begin, degree, relations, fanouts, replace, seed)
+    table, starts = _candidate_relations(graph, begin, degree, owners)
+    fanouts = relation_fanouts(fanouts_by_relation, graph)
+    counts, positions, etype = _sample.sample_positions_by_relation(begin, degree, table, fanouts, replace, seed,
+                                                                    starts)
     src, eids = graph.edges_at(owners, counts, positions)
     return Neighbors(counts, src, eids, degree), etype
 

@@ -96,6 +96,30 @@ def test_kernel_matches_the_oracle_bit_for_bit(replace, dtype):
             assert np.unique(positions + (row << 40)).shape[0] == positions.shape[0]  # distinct per row
 
 
+def test_relation_ids_read_in_place_give_the_same_picks():
+    """Rows' relation ids read from a table at ``relation_begin`` (a CSC's column, rows in any order and
+    with gaps) give what the concatenated ids give."""
+    rng = np.random.default_rng(8)
+    begin, degree, relation, _ = grouped_rows(rng, 150, 5, 30)
+    offsets = np.concatenate([[0], np.cumsum(degree)])
+    order = rng.permutation(begin.shape[0])
+    gaps = rng.integers(0, 4, begin.shape[0])
+    table, starts, at = [], np.empty_like(degree), 0
+    for row in order:
+        table.append(np.full(gaps[row], 4, np.int8))  # ids of other rows' edges between the rows
+        starts[row] = at + gaps[row]
+        table.append(relation[offsets[row]:offsets[row + 1]])
+        at = starts[row] + degree[row]
+    table = np.concatenate(table)
+    fanouts = np.array([1, 3, -1, 0, 20])
+    for replace in (False, True):
+        want = _sample.sample_positions_by_relation(begin, degree, relation, fanouts, replace, 4)
+        got = _sample.sample_positions_by_relation(begin, degree, table, fanouts, replace, 4, starts)
+        assert all(np.array_equal(a, b) for a, b in zip(got, want))
+    with pytest.raises(ValueError, match="outside a table"):
+        _sample.sample_positions_by_relation(begin[:1], np.array([5]), table[:3], fanouts, False, 4, np.array([0]))
+
+
 @pytest.mark.parametrize("replace", [False, True])
 def test_one_relation_gives_the_homogeneous_picks(replace):
     """A graph of one relation samples exactly as sample_positions: the typed and untyped paths agree."""
@@ -124,8 +148,10 @@ def test_more_relations_than_the_fanout_are_each_sampled():
 def test_bad_candidates_are_refused():
     one = np.array([0])
     fan = np.array([2, 2], dtype=np.int64)
-    with pytest.raises(ValueError, match="not grouped"):
-        _sample.sample_positions_by_relation(one, np.array([3]), np.array([1, 0, 1], np.int8), fan, False, 0)
+    for unordered in ([1, 0], [1, 0, 0], [0, 0, 1, 0]):  # caught where a run starts or ends
+        with pytest.raises(ValueError, match="not grouped"):
+            _sample.sample_positions_by_relation(one, np.array([len(unordered)]), np.array(unordered, np.int8),
+                                                 fan, False, 0)
     with pytest.raises(ValueError, match="relation id 2, outside the 2 fanouts"):
         _sample.sample_positions_by_relation(one, np.array([2]), np.array([0, 2], np.int8), fan, False, 0)
     with pytest.raises(ValueError, match="relation has 2 entries, degree needs 3"):
@@ -219,6 +245,13 @@ def test_dist_graph_matches_the_serial_oracle_on_both_routes(nranks, comm, share
             # the hub: in-edges of 10 relations, fanout 1 -> one pick of each
             picked, etype = sample_neighbors_by_relation(g, new_id[[HUB]], 1, seed=3)
             assert picked.counts.tolist() == [10] and etype.tolist() == list(range(10))
+            # seeds given by type: ids among each type's nodes
+            types, tids = g.layout.type_ids(new_id[seeds])
+            by_type = {g.schema.node_types[t]: tids[types == t] for t in np.unique(types)}
+            in_type_order = np.concatenate([new_id[seeds][types == t] for t in np.unique(types)])
+            for got, want in zip(sample_neighbors_by_relation(g, by_type, 2, seed=5)[0],
+                                 sample_neighbors_by_relation(g, in_type_order, 2, seed=5)[0]):
+                assert np.array_equal(got, want)
             # all in-edges with their relations, grouped by relation
             offsets, src, eids, etype = in_edges_by_relation(g, new_id[seeds])
             indptr, raw = raw_in_edges(graph)
