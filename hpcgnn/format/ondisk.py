@@ -804,7 +804,8 @@ class PartFile:
 
         ``arrays`` maps dataset names to what was read of them (any of ``indptr``, ``indices``,
         ``label``, the masks, the ``link_*`` sets, a typed dataset's ``edge_etype``). Checked: every
-        relation index of ``edge_etype`` lies in ``[0, R)``; ``indptr`` never decreases (that it
+        relation index of ``edge_etype`` lies in ``[0, R)`` and, with ``indptr``, rises inside every
+        node's row; ``indptr`` never decreases (that it
         runs from 0 to the part's edge count is :meth:`problems`' check), so with ``problems``
         every offset lies in ``[0, num_edges]``; every source id in ``indices`` and every id
         of the edge sets lies in ``[0, num_nodes)``, each edge-set destination in this part; a
@@ -839,6 +840,16 @@ class PartFile:
             bad = _first_outside(etype, 0, num_relations)
             if bad is not None:
                 refuse(f"relation index outside [0, {num_relations})", EDGE_PREFIX + ETYPE, bad)
+            elif indptr is not None and not len(drops):
+                # each node's in-edges grouped by relation, ascending: the per-relation sampler finds a
+                # relation's run by binary search, so a relation id may fall only where a row starts
+                falls = np.flatnonzero(etype[1:] < etype[:-1]) + 1
+                starts = np.searchsorted(indptr, falls)
+                inside = falls[(starts >= indptr.shape[0]) | (indptr[np.minimum(starts, indptr.shape[0] - 1)] != falls)]
+                if inside.size:
+                    refuse(f"a node's in-edges must be grouped by relation, ascending; edge {int(inside[0])} has a "
+                           "lower relation than the edge before it in the same row", EDGE_PREFIX + ETYPE,
+                           int(etype[inside[0]]))
         self._label_problems(arrays, refuse)
         return found
 

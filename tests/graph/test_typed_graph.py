@@ -105,3 +105,31 @@ def test_a_relation_index_out_of_range_fails_every_rank(nranks, comm, shared_tmp
     comm.barrier()
     with pytest.raises(InputError, match=r"part-00001.h5: field 'edge_etype': relation index outside \[0, 6\)"):
         DistGraph(bad, comm)
+
+
+@pytest.mark.mpi(sizes=(2,))
+def test_relations_out_of_order_inside_a_row_fail_every_rank(nranks, comm, shared_tmp):
+    """The per-relation sampler finds a relation's run of a row by binary search: a row whose
+    relations fall is refused at load (a fall at a row's start is the next node, and fine)."""
+    import h5py
+
+    from hpcgnn import DistGraph
+    from hpcgnn.runtime.errors import InputError
+
+    path, _ = typed_dataset(comm, shared_tmp, nranks, method="random")
+    bad = os.path.join(shared_tmp, "typed-unordered-etype")
+    if comm.rank == 0:
+        import shutil
+
+        shutil.copytree(path, bad)
+        with h5py.File(os.path.join(bad, "part-00001.h5"), "r+") as h5:
+            indptr, values = h5["indptr"][()], h5["edge_etype"][()]
+            row = next(i for i in range(indptr.shape[0] - 1)
+                       if values[indptr[i]] != values[indptr[i + 1] - 1])  # a row of two relations
+            values[indptr[row]:indptr[row + 1]] = values[indptr[row]:indptr[row + 1]][::-1]
+            h5["edge_etype"][...] = values
+    comm.barrier()
+    with pytest.raises(InputError, match=r"part-00001.h5: field 'edge_etype': a node's in-edges must be grouped"):
+        DistGraph(bad, comm)
+    # the dataset as written loads: every row's relations rise
+    DistGraph(path, comm).close()
