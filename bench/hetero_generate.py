@@ -60,7 +60,8 @@ def main():
     common.record(figures=figures, path=args.json, title="drawing and partitioning an IGBH-schema typed graph "
                   "(one process): seconds and peak resident memory",
                   graph={"nodes": args.nodes, "edges_before_reverses": args.edges, "feat_dim": args.feat_dim,
-                         "parts": args.parts, "method": args.method, **summary})
+                         "parts": args.parts, "method": args.method, "nodes_by_type": summary["nodes"],
+                         "edges_by_relation": summary["edges"], "cites_homophily": summary["cites_homophily"]})
     if not args.keep:
         shutil.rmtree(out_dir, ignore_errors=True)
 
