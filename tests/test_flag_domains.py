@@ -45,6 +45,8 @@ def commands(tmp):
              ["g.npz", "--parts", "2", "--out", out]),
             ("generate rmat", generate._build_parser(), generate.main, rmat),
             ("generate sbm", generate._build_parser(), generate.main, sbm),
+            ("generate hetero", generate._build_parser(), generate.main,
+             ["hetero", "--nodes", "100", "--edges", "50", "--out", out + ".npz"]),
             ("convert", convert._build_parser(), convert.main, ["g.npz", out + ".h5"]),
             ("inspect", inspect_command.build_parser(), inspect_command.main, [str(tmp)])]
 
