@@ -8,8 +8,12 @@ holding about 1/K of it, and writes the graph file in parallel
 ``hpcgnn generate hetero`` draws a typed graph with IGBH's schema
 (:mod:`hpcgnn.prep.generate_hetero`) and partitions it straight into a dataset directory
 (:func:`hpcgnn.prep.partition.partition_graph`) with ``--parts``, or writes it as a typed
-``.npz`` (:mod:`hpcgnn.prep.read.typed_npz`) for ``hpcgnn partition`` without. Under mpirun
-rank 0 draws the whole graph and the ranks write the part files in turns.
+``.npz`` (:mod:`hpcgnn.prep.read.typed_npz`) for ``hpcgnn partition`` without. With
+``--method multilevel`` or ``ldg`` the K ranks of ``mpirun -np K`` each draw their share of every
+relation and of every type's fields, the same graph for a seed on any number of ranks
+(:func:`hpcgnn.prep.dist.generate.hetero_spread_graph`), and partition it spread over the ranks
+(:func:`hpcgnn.prep.dist.pipeline.partition_spread`): no rank holds the whole graph. With
+``metis`` or ``random`` rank 0 draws the whole graph and the ranks write the part files in turns.
 """
 from __future__ import annotations
 
@@ -19,10 +23,11 @@ import os
 import time
 
 from hpcgnn.format.feat_dtype import FEAT_DTYPES
-from hpcgnn.prep.dist.generate import generate_rmat_file
+from hpcgnn.prep.dist.generate import generate_rmat_file, hetero_spread_graph
+from hpcgnn.prep.dist.pipeline import partition_spread
 from hpcgnn.prep.generate import MAX_NODES, graph_summary, rmat_graph, sbm_graph
 from hpcgnn.prep.generate_hetero import check_hetero, hetero_graph, hetero_summary, write_typed_npz
-from hpcgnn.prep.partition import output_lock, partition_graph
+from hpcgnn.prep.partition import SPREAD_METHODS, output_lock, partition_graph
 from hpcgnn.prep.read.h5graph import write_h5graph
 from hpcgnn.prep.read.npz import write_npz
 from hpcgnn.runtime.abort import entry_point, run_program
@@ -50,12 +55,15 @@ _EXAMPLES = """examples:
   hpcgnn generate sbm --nodes 10000 --avg-degree 20 --classes 5 --homophily 0.8 --out sbm.npz
   mpirun -np 4 hpcgnn generate rmat --nodes 5000000 --edges 125000000 --feat-dim 100 --out big.h5
   hpcgnn generate hetero --nodes 1000000 --edges 20000000 --parts 4 --out parts/igbh_1m
+  mpirun -np 4 hpcgnn generate hetero --nodes 5000000 --edges 100000000 --parts 4 \
+      --method multilevel --out parts/igbh_5m
   hpcgnn generate hetero --nodes 100000 --edges 1000000 --out igbh.npz
 
 Edge homophily is about h + (1 - h) / classes for rmat (the rest of the edges fall in the same
 class by chance) and exactly h for sbm. The output is written atomically. A seed gives the
 same graph on any number of ranks. hetero (IGBH's node types and relations, labels on papers)
-writes a partitioned dataset directory with --parts, or a typed .npz without."""
+writes a partitioned dataset directory with --parts, or a typed .npz without; with --method
+multilevel or ldg every rank of mpirun draws and partitions its share of it."""
 
 
 def _build_parser():
@@ -134,7 +142,10 @@ def _add_hetero(kinds):
     sub.add_argument("--seed", type=SEED, default=0, help="seed of the graph and of METIS (default 0)")
     sub.add_argument("--chunk-edges", type=Domain(int, ge=1, le=_MAX_CHUNK_EDGES), default=4_000_000, metavar="N",
                      help="raw edges per vectorised step; bounds working memory, not the result (default 4000000)")
-    sub.add_argument("--method", choices=("metis", "random"), default="metis", help="partitioner (default metis)")
+    sub.add_argument("--method", choices=("metis", "random") + SPREAD_METHODS, default="metis",
+                     help="partitioner: metis or random on rank 0, which draws the whole graph; multilevel or ldg "
+                     "(hpcgnn partition's) with the graph drawn and partitioned spread over the ranks of mpirun, "
+                     "none holding all of it (default metis)")
     sub.add_argument("--feat-dtype", choices=FEAT_DTYPES, default="float32",
                      help="how features are stored (default float32)")
     sub.add_argument("--compress", action="store_true", help="compress the .npz (slower)")
@@ -196,16 +207,26 @@ def _common(args):
 def _draw_hetero(args, params, log):
     with _named_by_flags():
         graph = hetero_graph(add_reverse=args.add_reverse, **params)
-    summary = hetero_summary(graph)
-    log("drew " + ", ".join(f"{n:,} {t}" for t, n in summary["nodes"].items()) + "; "
-        + ", ".join(f"{n:,} {r}" for r, n in summary["edges"].items())
-        + f"; cites edge homophily {summary['cites_homophily']:.3f}")
+    _log_drawn(log, hetero_summary(graph))
     return graph
 
 
+def _log_drawn(log, summary):
+    log("drew " + ", ".join(f"{n:,} {t}" for t, n in summary["nodes"].items()) + "; "
+        + ", ".join(f"{n:,} {r}" for r, n in summary["edges"].items())
+        + f"; cites edge homophily {summary['cites_homophily']:.3f}")
+
+
+def _hetero_source(args) -> dict:
+    """meta.json's ``source`` of a generated typed dataset: the command's flags."""
+    return {"input": "generate hetero", "format": "generated",
+            "generator": {k: v for k, v in vars(args).items() if k not in ("out", "force", "kind")}}
+
+
 def _generate_hetero(args):
-    """``generate hetero``: a typed .npz from one process, or a dataset directory: rank 0 draws
-    the typed graph, the ranks partition and write it."""
+    """``generate hetero``: a typed .npz from one process, or a dataset directory: with --method
+    multilevel or ldg the ranks draw, partition and write the typed graph spread over them; with
+    metis or random rank 0 draws and partitions it and the ranks write it."""
     launched = launcher_tasks()
     comm = start_world() if launched is not None and launched[1] > 1 else None
     rank = comm.rank if comm is not None else 0
@@ -236,16 +257,24 @@ def _generate_hetero(args):
     if args.parts > args.nodes:
         raise InputError(None, f"more parts than nodes ({args.nodes:,})", "--parts", args.parts)
     out_dir = os.path.abspath(args.out)
+    if args.method in SPREAD_METHODS:
+        comm = comm or start_world()  # the same pipeline on a world of one
+        rank = comm.rank
     graph = source = None
     with output_lock(comm, out_dir):
-        if rank == 0:
-            if os.path.exists(out_dir) and not args.force:
-                raise InputError(out_dir, "output exists (pass --force to replace it)", "--out", args.out)
-            graph = _draw_hetero(args, params, log)
-            source = {"input": "generate hetero", "format": "generated",
-                      "generator": {k: v for k, v in vars(args).items() if k not in ("out", "force", "kind")}}
-        meta = partition_graph(graph, out_dir, args.parts, args.method, args.seed, comm=comm, source=source,
-                               release_input=True, log=log, feat_dtype=args.feat_dtype)
+        if rank == 0 and os.path.exists(out_dir) and not args.force:
+            raise InputError(out_dir, "output exists (pass --force to replace it)", "--out", args.out)
+        if args.method in SPREAD_METHODS:
+            with _named_by_flags():
+                graph, summary = hetero_spread_graph(comm, add_reverse=args.add_reverse, **params)
+            _log_drawn(log, summary)
+            meta = partition_spread(comm, graph, args.parts, out_dir, args.method, args.seed,
+                                    source=_hetero_source(args), feat_dtype=args.feat_dtype, log=log)
+        else:
+            if rank == 0:
+                graph, source = _draw_hetero(args, params, log), _hetero_source(args)
+            meta = partition_graph(graph, out_dir, args.parts, args.method, args.seed, comm=comm, source=source,
+                                   release_input=True, log=log, feat_dtype=args.feat_dtype)
     if rank == 0:
         print(f"hetero: {meta['num_nodes']:,} nodes, {meta['num_edges']:,} edges, {meta['num_parts']} parts, "
               f"edge cut {100 * meta['partitioner']['edge_cut_fraction']:.2f}%, {log.total_s:.1f} s -> {out_dir}",

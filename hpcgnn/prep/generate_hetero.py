@@ -204,21 +204,25 @@ def _relation_chunk_keys(blocks, draw: _RelationDraw):
     return keys, keys.shape[0], keys.shape[0] - int(np.count_nonzero(is_inter))
 
 
-def relation_edges(src_classes, dst_classes, num_edges, num_classes, homophily, seed, chunk_edges):
-    """Local. One bipartite relation's ``(src, dst)`` (ids of each end's type, sorted by
-    (src, dst)): ``num_edges`` distinct RMAT-like pairs, the fraction ``homophily`` planted
-    inside the source's class (module docstring). Every class needs destination nodes."""
+def relation_edges(src_classes, dst_classes, num_edges, num_classes, homophily, seed, chunk_edges, draw=None):
+    """Local (collective over the ranks of ``draw``). One bipartite relation's ``(src, dst)``
+    (ids of each end's type, sorted by (src, dst)): ``num_edges`` distinct RMAT-like pairs, the
+    fraction ``homophily`` planted inside the source's class (module docstring). Every class
+    needs destination nodes. ``draw``: :class:`~hpcgnn.prep.generate.LocalDraw` (default), or
+    :class:`~hpcgnn.prep.dist.generate.SpreadDraw` over the source type, whose ranks then each
+    return the pairs of their block of sources."""
+    draw = LocalDraw() if draw is None else draw
     num_src, num_dst = src_classes.shape[0], dst_classes.shape[0]
     src_scale, dst_scale = (max(0, math.ceil(math.log2(n))) for n in (num_src, num_dst))
     src_perm = _stream(seed, _PERM, 0).permutation(num_src)
     dst_perm = _stream(seed, _PERM, 1).permutation(num_dst)
-    draw = _RelationDraw(num_src, num_dst, src_scale, dst_scale, _word_plan(src_scale, dst_scale), homophily,
+    spec = _RelationDraw(num_src, num_dst, src_scale, dst_scale, _word_plan(src_scale, dst_scale), homophily,
                          src_classes[src_perm], ClassPeers(dst_classes[dst_perm], rmat_in_weight(num_dst, dst_scale),
                                                            num_classes),
                          src_perm, dst_perm, seed)
-    unique, keep_intra = rmat_unique_keys(num_edges, chunk_edges, draw, LocalDraw(), chunk_keys=_relation_chunk_keys)
-    del draw
-    pairs = select_keys(unique, keep_intra, num_edges, seed, LocalDraw())
+    unique, keep_intra = rmat_unique_keys(num_edges, chunk_edges, spec, draw, chunk_keys=_relation_chunk_keys)
+    del spec
+    pairs = select_keys(unique, keep_intra, num_edges, seed, draw)
     del unique
     pairs >>= 1
     return split_pairs(pairs, num_dst)
@@ -265,39 +269,63 @@ def hetero_graph(num_nodes, num_edges, feat_dim=128, num_classes=19, homophily=0
     params, counts, edges = check_hetero(num_nodes, num_edges, num_classes, homophily, feat_dim, feat_signal,
                                          fractions, seed, chunk_edges)
     _, _, num_classes, homophily, feat_dim, feat_signal, fractions, chunk_edges = params
-    classes, fields = {}, {}
-    relations = []
+    classes, relations = draw_relations(counts, edges, num_classes, homophily, seed, chunk_edges, num_edges,
+                                        lambda num_src, num_dst: LocalDraw())
+    fields = {node_type: type_fields(node_type, classes[node_type], num_classes, feat_dim, feat_signal, fractions,
+                                     seed)
+              for node_type in IGBH_NODES}
+    paper = fields[TARGET]
+    masks = {name: paper.pop(name) for name in ("train_mask", "val_mask", "test_mask")}
+    label = paper.pop("label")
+    return typed_graph(counts, relations, {t: {"feat": f["feat"]} for t, f in fields.items()}, target=TARGET,
+                       label=label, masks=masks, name="hetero", source=f"<hetero seed={seed}>",
+                       add_reverse=add_reverse, notes=hetero_notes(num_classes, homophily, seed))
+
+
+def hetero_notes(num_classes, homophily, seed) -> dict:
+    """Local. What a hetero graph records of its draw (meta.json's ``source.reader``)."""
+    return {"generator": "hetero", "num_classes": num_classes, "homophily": homophily, "seed": seed}
+
+
+def draw_relations(counts, edges, num_classes, homophily, seed, chunk_edges, num_edges, draw_for):
+    """Local (collective over the ranks of the draws). Every node type's classes and every
+    relation's ``(src_type, rel, dst_type, src, dst)`` (ids of each end's type), parameters
+    already checked (:func:`check_hetero`).
+
+    ``draw_for(num_src, num_dst)`` gives the draw of a relation between so many nodes
+    (:class:`~hpcgnn.prep.generate.LocalDraw`, or a spread draw: each rank then gets the
+    edges of its block of sources, sorted, and the same classes as every rank)."""
+    classes, relations = {}, []
     for index, ((src_type, rel, dst_type, _), count) in enumerate(zip(IGBH_RELATIONS, edges)):
         rel_seed = _sub_seed(seed, _RELATION_KEY, index)
         for node_type in (src_type, dst_type):
             if node_type not in classes and node_type != TARGET:
                 type_seed = _sub_seed(seed, _TYPE_KEY, list(IGBH_NODES).index(node_type))
                 classes[node_type] = _balanced_classes(counts[node_type], num_classes, type_seed)
+        draw = draw_for(counts[src_type], counts[dst_type])
         try:
             if src_type == dst_type == TARGET:
                 # the paper labels are those of the citation graph's planted classes
                 classes[TARGET], src, dst = rmat_edges(counts[TARGET], count, num_classes, homophily, rel_seed,
-                                                       chunk_edges, LocalDraw())
+                                                       chunk_edges, draw)
             else:
                 src, dst = relation_edges(classes[src_type], classes[dst_type], count, num_classes, homophily,
-                                          rel_seed, chunk_edges)
+                                          rel_seed, chunk_edges, draw)
         except InputError as exc:
             raise InputError(None, f"gives relation {rel} {count:,} edges, more distinct pairs than an RMAT draw "
                              f"over {counts[src_type]:,} x {counts[dst_type]:,} nodes reaches (ask for fewer "
                              "edges or more nodes, or lower homophily)", "num_edges", num_edges) from exc
         relations.append((src_type, rel, dst_type, src, dst))
-    del src, dst
-    for index, node_type in enumerate(IGBH_NODES):
-        type_seed = _sub_seed(seed, _TYPE_KEY, index)
-        own = fractions if node_type == TARGET else (0.0, 0.0, 0.0)
-        fields[node_type] = node_fields(classes[node_type], num_classes, feat_dim, feat_signal, own, type_seed)
-    paper = fields[TARGET]
-    masks = {name: paper.pop(name) for name in ("train_mask", "val_mask", "test_mask")}
-    label = paper.pop("label")
-    notes = {"generator": "hetero", "num_classes": num_classes, "homophily": homophily, "seed": seed}
-    return typed_graph(counts, relations, {t: {"feat": f["feat"]} for t, f in fields.items()}, target=TARGET,
-                       label=label, masks=masks, name="hetero", source=f"<hetero seed={seed}>",
-                       add_reverse=add_reverse, notes=notes)
+    return classes, relations
+
+
+def type_fields(node_type, classes, num_classes, feat_dim, feat_signal, fractions, seed, first=0, end=None) -> dict:
+    """Local. Node fields of type ``node_type``'s ids ``[first, end)`` (default: all): ``feat``,
+    and ``label`` and split masks (all false off the labelled type); a range is the same rows
+    whoever draws it (:func:`~hpcgnn.prep.generate.node_fields`)."""
+    type_seed = _sub_seed(seed, _TYPE_KEY, list(IGBH_NODES).index(node_type))
+    own = fractions if node_type == TARGET else (0.0, 0.0, 0.0)
+    return node_fields(classes, num_classes, feat_dim, feat_signal, own, type_seed, first, end)
 
 
 def write_typed_npz(graph: Graph, path, compress=False) -> None:

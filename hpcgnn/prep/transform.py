@@ -32,10 +32,21 @@ def _typed_like(new: Graph, old: Graph) -> Graph:
     return new
 
 
-def _refuse_typed(graph: Graph, flag: str, why: str):
-    """Refuse a transform that would renumber or drop a typed graph's nodes or edges across types."""
+#: why each clean-up flag is refused on a typed graph (the serial and the spread clean-up's)
+TYPED_REFUSALS = {
+    "--dedup": "edges of different relations between the same two nodes are distinct",
+    "--symmetrize": "a reverse edge needs a relation of its own; read the graph with --add-reverse, which adds "
+                    "relation rev_<r> for every relation r",
+    "--largest-component": "it would renumber the nodes of every type",
+    "--normalize-features": "its features are per node type",
+}
+
+
+def refuse_typed(graph, flag: str):
+    """Local. Refuse the transform of ``flag`` on a typed graph (a :class:`Graph` or a spread
+    graph with ``schema`` set): it would renumber or drop nodes or edges across types."""
     if graph.schema is not None:
-        raise InputError(graph.source, f"not applied to a typed graph: {why}", flag, graph.name)
+        raise InputError(graph.source, f"not applied to a typed graph: {TYPED_REFUSALS[flag]}", flag, graph.name)
 
 
 def _with_edges(graph, keep=None, src=None, dst=None, edata=None, symmetric=None):
@@ -57,7 +68,7 @@ def remove_self_loops(graph: Graph) -> Graph:
 def dedup(graph: Graph) -> Graph:
     """Local. Keep one edge per (src, dst) pair: the first in input order, input order kept.
     Refused on a typed graph (edges of two relations between the same nodes are not repeats)."""
-    _refuse_typed(graph, "--dedup", "edges of different relations between the same two nodes are distinct")
+    refuse_typed(graph, "--dedup")
     _, _, eids = _unique_in_edges(graph.dst, graph.src, graph.num_nodes)
     if eids.shape[0] == graph.num_edges:
         return graph
@@ -82,8 +93,7 @@ def symmetrize(graph: Graph) -> Graph:
     own CSC build a sequential pass. Refused on a typed graph (a reverse edge belongs to a
     reverse relation: the typed readers' ``--add-reverse`` adds them).
     """
-    _refuse_typed(graph, "--symmetrize", "a reverse edge needs a relation of its own; read the graph with "
-                  "--add-reverse, which adds relation rev_<r> for every relation r")
+    refuse_typed(graph, "--symmetrize")
     n = graph.num_edges
     both_src = np.concatenate([graph.src, graph.dst])
     both_dst = np.concatenate([graph.dst, graph.src])
@@ -106,7 +116,7 @@ def largest_component(graph: Graph) -> Graph:
     dropped, and a negative outside it is drawn again at ``--edge-split`` time. Refused on a
     typed graph (its ids are numbered type by type).
     """
-    _refuse_typed(graph, "--largest-component", "it would renumber the nodes of every type")
+    refuse_typed(graph, "--largest-component")
     n = graph.num_nodes
     ones = np.ones(graph.num_edges, dtype=np.int8)
     adjacency = coo_matrix((ones, (graph.src, graph.dst)), shape=(n, n)).tocsr()
@@ -182,7 +192,7 @@ def normalize_features(graph: Graph, field="feat") -> Graph:
     """Local. Scale every feature row to sum 1 (rows summing to 0 are left alone), as Kipf &
     Welling preprocess the Planetoid datasets; sparse features stay sparse. A typed graph's
     per-type features live in ``graph.typed_fields``, outside this transform."""
-    _refuse_typed(graph, "--normalize-features", "its features are per node type")
+    refuse_typed(graph, "--normalize-features")
     feat = graph.ndata[field]
     sums = np.asarray(abs(feat).sum(axis=1)).reshape(-1).astype(np.float64)
     scale = np.where(sums > 0, 1.0 / np.where(sums > 0, sums, 1.0), 1.0).astype(np.float32)

@@ -210,7 +210,6 @@ def test_cli_writes_a_typed_npz_that_reads_back_as_the_graph(tmp_path, capsys):
     (["--split", "0.5,x"], "field '--split'"),
     (["--split", "0.7,0.3,0.3"], "field '--split'"),
     (["--parts", "3001"], "field '--parts': more parts than nodes (3,000)"),
-    (["--method", "multilevel"], "--method"),
 ])
 def test_cli_bad_flags_one_line_exit_2_nothing_written(tmp_path, capsys, flags, message):
     out = tmp_path / "d"

@@ -346,13 +346,3 @@ def test_inspect_describes_the_schema(typed_dataset):
     assert "relations (6): cites (paper -> paper) 360; writes (author -> paper) 240; member_of (author -> " \
            "institute) 80; rev_cites (paper -> paper) 360" in text
     assert os.path.isdir(typed_dataset)
-
-
-@pytest.mark.mpi(sizes=(2,))
-def test_the_spread_pipeline_refuses_a_typed_graph_on_every_rank(nranks, comm):
-    """--method multilevel/ldg deal a serially read graph out as a SpreadGraph, which has no node
-    types: every rank refuses it, naming the flag, instead of writing a homogeneous dataset."""
-    from hpcgnn.prep.dist.ingest import spread_graph
-
-    with pytest.raises(InputError, match="field '--method'.*typed graph is partitioned by --method metis"):
-        spread_graph(comm, typed_test_graph() if comm.rank == 0 else None)

@@ -8,6 +8,8 @@ lower input position is kept, with its edge fields), the same nodes kept by
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from hpcgnn import _csr
@@ -22,6 +24,7 @@ from hpcgnn.prep.dist.blocks import (
     send_to_owners,
 )
 from hpcgnn.prep.dist.spread import SpreadGraph, to_destination_owners
+from hpcgnn.prep.transform import refuse_typed
 from hpcgnn.runtime.comm import mpi
 from hpcgnn.runtime.stages import silent
 
@@ -61,8 +64,7 @@ def dedup(graph: SpreadGraph, consume=False) -> SpreadGraph:
         eid, edata = eid[order[:kept]], {k: v[order[:kept]] for k, v in edata.items()}
     else:
         eid = order[:kept]
-    return SpreadGraph(graph.num_nodes, graph.starts, src[:kept], dst, eid, graph.ndata, edata, graph.name,
-                       graph.source, graph.symmetric, graph.input_edges)
+    return replace(graph, src=src[:kept], dst=dst, eid=eid, edata=edata)
 
 
 def symmetrize(comm, graph: SpreadGraph, consume=False) -> SpreadGraph:
@@ -141,7 +143,13 @@ def prepare(comm, graph: SpreadGraph, symmetrize_edges=False, drop_self_loops=Fa
             largest_cc=False, log=silent, consume=False) -> SpreadGraph:
     """Collective over comm. The clean-up options in the serial order (self loops, symmetrize
     or dedup, largest component); ``log(line)`` after each step that ran. ``consume`` lets
-    symmetrize and dedup release the input's edge arrays early (the input is then empty)."""
+    symmetrize and dedup release the input's edge arrays early (the input is then empty). On a
+    typed graph the steps that would renumber or drop nodes or edges across types are refused
+    as the serial clean-up refuses them, on every rank (each holds the schema)."""
+    for flag, asked in (("--symmetrize", symmetrize_edges), ("--dedup", dedup_edges),
+                        ("--largest-component", largest_cc)):
+        if asked:
+            refuse_typed(graph, flag)
     if drop_self_loops:
         graph = remove_self_loops(graph)
         log(f"remove self loops: {graph.num_edges(comm):,} edges left")

@@ -1,4 +1,4 @@
-"""``mpirun -np K hpcgnn generate rmat ...``: an RMAT graph drawn and written by K ranks.
+"""``mpirun -np K hpcgnn generate rmat|hetero ...``: a synthetic graph drawn by K ranks.
 
 The graph is the one :func:`hpcgnn.prep.generate.rmat_graph` draws for the seed, bit for bit:
 rank ``r`` draws its share of every round's raw-edge blocks (each block has its own random
@@ -9,24 +9,48 @@ concatenated in rank order, are the serial graph's edges in its (src, dst) order
 then draws the node fields of its id block, and the ranks write one graph file in turns
 (:func:`write_graph_file`). A rank holds about ``E / K`` edges and ``N / K`` feature rows, plus
 a few arrays of N integers (labels, the id permutation, the class peer tables).
+
+The typed graph of ``generate hetero`` (:func:`hetero_spread_graph`) is drawn the same way,
+relation by relation (a relation's keys are kept by the owner of their source's block of the
+source type's ids), and becomes a :class:`~hpcgnn.prep.dist.spread.SpreadGraph` with the edge
+ids, node fields and per-type fields of :func:`hpcgnn.prep.generate_hetero.hetero_graph`'s graph
+for the seed, whatever the number of ranks; it goes into the spread partitioner
+(:func:`hpcgnn.prep.dist.pipeline.partition_spread`) without any rank holding all of it.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
+from hpcgnn.format.fields import UNLABELLED
+from hpcgnn.format.schema import ETYPE, REVERSE_PREFIX, Schema
 from hpcgnn.prep.dist.blocks import block_starts, owner_of, send_to_owners
 from hpcgnn.prep.dist.graph_file import write_graph_file
+from hpcgnn.prep.dist.spread import SpreadGraph, validate
 from hpcgnn.prep.generate import check_rmat, node_fields, rmat_edges
+from hpcgnn.prep.generate_hetero import (
+    IGBH_NODES,
+    IGBH_RELATIONS,
+    TARGET,
+    check_hetero,
+    draw_relations,
+    type_fields,
+)
+from hpcgnn.prep.typed import etype_dtype
 from hpcgnn.runtime.comm import mpi
 
 
 class SpreadDraw:
     """Collective over comm. The four steps of :class:`hpcgnn.prep.generate.LocalDraw`, over
-    the ranks: keys are kept by the owner of their source's id block."""
+    the ranks: keys are kept by the owner of their source's id block. A bipartite relation's
+    keys (``(src * num_dst + dst) * 2 + flag``) name ``num_dst`` destinations; the blocks are
+    of the ``num_nodes`` sources."""
 
-    def __init__(self, comm, num_nodes):
+    def __init__(self, comm, num_nodes, num_dst=None):
         self.comm = comm
         self.num_nodes = num_nodes
+        self.num_dst = num_nodes if num_dst is None else num_dst
         self.starts = block_starts(num_nodes, comm.size)
 
     def chunks(self, first, stop, chunk_blocks):
@@ -37,7 +61,7 @@ class SpreadDraw:
 
     def route(self, keys):
         # key = (src * N + dst) * 2 + flag, so src = key // 2N
-        (got,) = send_to_owners(self.comm, owner_of(keys // (2 * self.num_nodes), self.starts), keys)
+        (got,) = send_to_owners(self.comm, owner_of(keys // (2 * self.num_dst), self.starts), keys)
         return got
 
     def total(self, *counts):
@@ -80,3 +104,73 @@ def generate_rmat_file(comm, path, num_nodes, num_edges, feat_dim=64, num_classe
                      compress=compress)
     return {"num_nodes": num_nodes, "num_edges": num_edges,
             "homophily": comm.allreduce(same, op=mpi().SUM) / num_edges, "max_degree": int(degree.max())}
+
+
+def hetero_spread_graph(comm, num_nodes, num_edges, feat_dim=128, num_classes=19, homophily=0.7, feat_signal=0.15,
+                        fractions=(0.6, 0.2, 0.2), seed=0, add_reverse=True, chunk_edges=4_000_000
+                        ) -> tuple[SpreadGraph, dict]:
+    """Collective over comm. :func:`~hpcgnn.prep.generate_hetero.hetero_graph`'s graph for these
+    parameters, drawn on the ranks of ``comm`` and spread by destination (module docstring).
+
+    Every relation is drawn by a :class:`SpreadDraw` over its source type, so each rank gets the
+    edges of its block of sources; they take the serial graph's ids (input ids type by type,
+    edge ids relation by relation, a reverse relation's edges in its relation's order) and go
+    to the owners of their destinations. Each rank draws the node fields of its block of input
+    ids, type by type. Returns the graph and the summary ``generate hetero`` prints
+    (:func:`~hpcgnn.prep.generate_hetero.hetero_summary`'s).
+    """
+    params, counts, edges = check_hetero(num_nodes, num_edges, num_classes, homophily, feat_dim, feat_signal,
+                                         fractions, seed, chunk_edges)
+    num_nodes, num_edges, num_classes, homophily, feat_dim, feat_signal, fractions, chunk_edges = params
+    types = tuple(IGBH_NODES)
+    offsets = np.concatenate([[0], np.cumsum([counts[t] for t in types])]).astype(np.int64)
+    triples = [(s, r, d) for s, r, d, _ in IGBH_RELATIONS]
+    if add_reverse:
+        triples += [(d, REVERSE_PREFIX + r, s) for s, r, d, _ in IGBH_RELATIONS]
+    schema = Schema(types, tuple(triples), TARGET).validate(None)
+    classes, relations = draw_relations(counts, edges, num_classes, homophily, seed, chunk_edges, num_edges,
+                                        lambda num_src, num_dst: SpreadDraw(comm, num_src, num_dst))
+    starts = block_starts(num_nodes, comm.size)
+    owners_of = functools.partial(owner_of, starts=starts)
+    relation_edges = list(edges) * (2 if add_reverse else 1)  # a reverse relation has its relation's edges
+    relation_first = np.concatenate([[0], np.cumsum(relation_edges)]).astype(np.int64)
+    pieces = []  # (src, dst, eid, etype) of every relation, each at its destinations' owner
+    etype_type = etype_dtype(schema.num_relations)
+    same_class = 0
+    for index, (src_type, _, dst_type, src, dst) in enumerate(relations):
+        if src_type == dst_type == TARGET:
+            same_class += int(np.count_nonzero(classes[TARGET][src] == classes[TARGET][dst]))
+        ends = (src + offsets[types.index(src_type)], dst + offsets[types.index(dst_type)])
+        del src, dst
+        positions = int(comm.exscan(ends[0].shape[0]) or 0) + np.arange(ends[0].shape[0], dtype=np.int64)
+        for copy, (tail, head) in enumerate((ends, ends[::-1]) if add_reverse else (ends,)):
+            relation = index + copy * len(relations)
+            pieces.append(send_to_owners(comm, owners_of(head), tail, head, relation_first[relation] + positions,
+                                         np.full(tail.shape[0], relation, dtype=etype_type)))
+        relations[index] = None  # each relation's local edges are freed once sent
+        del ends, positions
+    joined = []
+    for column in range(4):  # one column at a time, its pieces freed as it is joined
+        joined.append(np.concatenate([piece[column] for piece in pieces]))
+        pieces = [tuple(None if c == column else a for c, a in enumerate(piece)) for piece in pieces]
+    del pieces
+    first, end = (int(x) for x in starts[comm.rank:comm.rank + 2])
+    ndata = {"label": np.full(end - first, UNLABELLED, dtype=np.int64)}
+    for mask in ("train_mask", "val_mask", "test_mask"):
+        ndata[mask] = np.zeros(end - first, dtype=bool)
+    graph = SpreadGraph(num_nodes, starts, joined[0], joined[1], joined[2], ndata, {ETYPE: joined[3]}, "hetero",
+                        f"<hetero seed={seed}>", symmetric=add_reverse, input_edges=int(relation_first[-1]),
+                        schema=schema, type_offsets=offsets)
+    del joined
+    for t, node_type in enumerate(types):
+        lo, hi = graph.type_rows(comm.rank, t)
+        rows = type_fields(node_type, classes[node_type], num_classes, feat_dim, feat_signal, fractions, seed, lo, hi)
+        graph.typed_fields[node_type] = {"feat": rows["feat"]}
+        if node_type == TARGET:
+            at = slice(int(offsets[t]) + lo - first, int(offsets[t]) + hi - first)
+            for name in ("label", "train_mask", "val_mask", "test_mask"):
+                ndata[name][at] = rows[name]
+    summary = {"nodes": dict(counts),
+               "edges": {rel: int(n) for (_, rel, _), n in zip(triples, relation_edges)},
+               "cites_homophily": comm.allreduce(same_class, op=mpi().SUM) / max(edges[0], 1)}
+    return validate(comm, graph), summary

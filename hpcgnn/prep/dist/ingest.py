@@ -202,19 +202,22 @@ def check_ids(comm, where, num_nodes, src, dst):
 
 def spread_graph(comm, graph: Graph | None) -> SpreadGraph:
     """Collective over comm. Deal rank 0's in-memory ``graph`` out by destination block (the
-    route of inputs that only the serial readers read)."""
+    route of inputs that only the serial readers read); a typed graph's schema goes to every
+    rank and each type's field rows to the ranks whose blocks hold them."""
     specs = None
     if comm.rank == 0:
+        typed = None
+        if graph.schema is not None:
+            typed = (graph.schema, np.asarray(graph.type_offsets, dtype=np.int64),
+                     {t: {f: (v.dtype, v.shape[1:]) for f, v in fields.items()}
+                      for t, fields in graph.typed_fields.items()})
         specs = (graph.num_nodes, graph.num_edges, graph.name, graph.source, graph.symmetric,
                  {k: (v.dtype, v.shape[1:]) for k, v in graph.ndata.items()},
-                 {k: (v.dtype, v.shape[1:]) for k, v in graph.edata.items()}, graph.schema is not None)
+                 {k: (v.dtype, v.shape[1:]) for k, v in graph.edata.items()}, typed)
     num_nodes, num_edges, name, source, symmetric, node_specs, edge_specs, typed = comm.bcast(specs, root=0)
-    if typed:  # refused on every rank at once: a SpreadGraph would drop the node types and per-type fields
-        raise InputError(source, "a typed graph is partitioned by --method metis or random (the spread pipeline "
-                         "carries no node types)", "--method", "multilevel/ldg")
     starts = block_starts(num_nodes, comm.size)
     if comm.rank == 0:
-        node_rows = {k: np.asarray(v.toarray() if hasattr(v, "toarray") else v) for k, v in graph.ndata.items()}
+        node_rows = {k: _dense(v) for k, v in graph.ndata.items()}
         edges = (graph.src, graph.dst, np.arange(num_edges, dtype=np.int64), *graph.edata.values())
         node_owner = owner_of(np.arange(num_nodes, dtype=np.int64), starts)
         edge_owner = owner_of(graph.dst, starts)
@@ -224,5 +227,32 @@ def spread_graph(comm, graph: Graph | None) -> SpreadGraph:
         node_owner = edge_owner = np.empty(0, dtype=np.int64)
     ndata = dict(zip(node_rows, send_to_owners(comm, node_owner, *node_rows.values())))
     moved = send_to_owners(comm, edge_owner, *edges)
-    return SpreadGraph(num_nodes, starts, moved[0], moved[1], moved[2], ndata, dict(zip(edge_specs, moved[3:])),
-                       name, source, symmetric, num_edges)
+    spread = SpreadGraph(num_nodes, starts, moved[0], moved[1], moved[2], ndata, dict(zip(edge_specs, moved[3:])),
+                         name, source, symmetric, num_edges)
+    if typed is not None:
+        spread.schema, spread.type_offsets, field_specs = typed
+        spread.typed_fields = _deal_typed_fields(comm, spread, graph.typed_fields if comm.rank == 0 else None,
+                                                 field_specs)
+    return spread
+
+
+def _dense(values):
+    return np.asarray(values.toarray() if hasattr(values, "toarray") else values)
+
+
+def _deal_typed_fields(comm, spread: SpreadGraph, typed_fields, field_specs) -> dict:
+    """Collective over comm. Every rank's rows of each per-type field of rank 0's ``typed_fields``
+    (:meth:`SpreadGraph.type_rows`), one type at a time (a sparse field densified one type at a time)."""
+    dealt = {}
+    for node_type, specs in field_specs.items():
+        t = spread.schema.type_index(node_type)
+        count = int(spread.type_offsets[t + 1] - spread.type_offsets[t])
+        if comm.rank == 0:
+            rows = [_dense(typed_fields[node_type][f]) for f in specs]
+            owner = owner_of(np.arange(count, dtype=np.int64) + spread.type_offsets[t], spread.starts)
+        else:
+            rows = [np.empty((0, *shape), dtype) for dtype, shape in specs.values()]
+            owner = np.empty(0, dtype=np.int64)
+        dealt[node_type] = dict(zip(specs, send_to_owners(comm, owner, *rows)))
+        del rows
+    return dealt

@@ -6,6 +6,10 @@ read (each rank its slice, :mod:`~hpcgnn.prep.dist.ingest`) -> clean-up
 files (:mod:`~hpcgnn.prep.dist.write`). Under
 ``mpirun -np K`` a rank holds about ``1/K`` of the edges at every stage; with one process it
 is the same code on one rank.
+
+A typed graph (read whole by rank 0 and dealt out, or drawn by ``generate hetero`` on the
+ranks) keeps its node types throughout: ``nodes`` balances each type's count, and the writer
+writes the serial partitioner's typed dataset (:mod:`~hpcgnn.prep.dist.write`).
 """
 from __future__ import annotations
 
@@ -19,9 +23,10 @@ from hpcgnn.prep.dist.edgelist import read_edgelist_spread, splittable
 from hpcgnn.prep.dist.ingest import read_h5graph_spread, read_npz_spread, spread_graph
 from hpcgnn.prep.dist.multilevel import DEFAULT_COARSE_NODES, multilevel_parts, undirected_level
 from hpcgnn.prep.dist.ogb import read_ogb_spread, streamable
-from hpcgnn.prep.dist.spread import SpreadGraph
+from hpcgnn.prep.dist.spread import SpreadGraph, serial_edge_ids
 from hpcgnn.prep.dist.streaming import ldg_parts
 from hpcgnn.prep.dist.write import write_spread
+from hpcgnn.prep.partition import DEFAULT_BALANCE
 from hpcgnn.prep.read import detect_format, read_graph, reader_options
 from hpcgnn.prep.read.ogb_link import is_ogb_link
 from hpcgnn.prep.read.text import REGULAR_FILE_REMEDY, file_kind
@@ -79,10 +84,18 @@ def _read_spread(comm, args) -> tuple[SpreadGraph, str, str]:
 def balance_columns(comm, graph: SpreadGraph, balance) -> tuple[np.ndarray, list]:
     """Collective over comm. This block's METIS vertex weights for ``balance`` (see
     :func:`hpcgnn.prep.partition.balance_weights`; a split's column only when some node of the
-    whole graph is in it)."""
+    whole graph is in it; on a typed graph ``nodes`` is one column per node type that has nodes,
+    ``nodes@<type>``)."""
     first, end = graph.block(comm.rank)
     columns, names = [], []
     for name in balance:
+        if name == "nodes" and graph.schema is not None:
+            types = graph.block_types(comm.rank)
+            for index, node_type in enumerate(graph.schema.node_types):
+                if graph.type_offsets[index + 1] > graph.type_offsets[index]:
+                    columns.append((types == index).astype(np.int64))
+                    names.append(f"nodes@{node_type}")
+            continue
         if name == "nodes":
             column = np.ones(end - first, dtype=np.int64)
         elif name == "in_degree":
@@ -118,31 +131,43 @@ def partition_distributed(comm, args, out_dir, log=silent) -> dict | None:
     t0 = time.perf_counter()
     graph = prepare(comm, graph, symmetrize_edges=args.symmetrize, drop_self_loops=args.remove_self_loops,
                     dedup_edges=args.dedup, largest_cc=args.largest_component, log=log, consume=True)
-    graph = graph.compact()  # the writer numbers the edges anew: their input positions are done
     prepare_s = time.perf_counter() - t0
     if args.parts > graph.num_nodes:
         raise InputError(args.input, f"more parts than nodes ({graph.num_nodes})", "--parts", args.parts)
-    t0 = time.perf_counter()
-    weights, names = balance_columns(comm, graph, args.balance)
-    level = undirected_level(comm, graph.starts, graph.src, graph.dst, weights, graph.symmetric)
-    partitioner = {"method": args.method, "seed": args.seed, "constraints": names, "ranks": comm.size}
-    if args.method == "ldg":
-        part, info = ldg_parts(comm, level, args.parts)
-        partitioner.update(chunk=info["chunk"])
-        log(f"ldg assignment: {args.parts} parts streamed in {info['rounds']} rounds, "
-            f"{info['undirected_cut']:,} undirected edges cut")
-    else:
-        coarse_nodes = DEFAULT_COARSE_NODES if args.coarse_nodes is None else args.coarse_nodes
-        part, info = multilevel_parts(comm, level, args.parts, args.seed, coarse_nodes=coarse_nodes, log=log)
-        partitioner.update(coarse_nodes=coarse_nodes, levels=info["levels"])
-        log(f"multilevel assignment: {args.parts} parts over {len(info['levels'])} levels, "
-            f"{info['undirected_cut']:,} undirected edges cut")
-    del level
-    partitioner["assign_s"] = round(time.perf_counter() - t0, 3)
     source = {"input": os.path.basename(os.path.normpath(args.input)), "format": fmt_name, "read": route,
               "symmetrize": args.symmetrize, "remove_self_loops": args.remove_self_loops, "dedup": args.dedup,
               "largest_component": args.largest_component, "split": "dataset", "split_seed": args.split_seed,
               "normalize_features": False, "edge_split": None, "read_s": round(read_s, 3),
               "prepare_s": round(prepare_s, 3)}
-    return write_spread(comm, graph, part, args.parts, out_dir, partitioner, source,
-                        feat_dtype=args.feat_dtype, log=log)
+    return partition_spread(comm, graph, args.parts, out_dir, args.method, args.seed, args.balance,
+                            args.coarse_nodes, source, args.feat_dtype, log)
+
+
+def partition_spread(comm, graph: SpreadGraph, num_parts, out_dir, method="multilevel", seed=0,
+                     balance=DEFAULT_BALANCE, coarse_nodes=None, source=None, feat_dtype="float32",
+                     log=silent) -> dict | None:
+    """Collective over comm. Partition a cleaned spread ``graph`` (``multilevel`` or ``ldg``)
+    under the ``balance`` constraints and write it into ``out_dir``; consumes the graph's edge
+    arrays; returns meta.json's content on rank 0."""
+    if graph.schema is not None:  # numbered before compact() narrows the graph: the writer keeps them
+        graph.eid = serial_edge_ids(comm, graph)
+    graph = graph.compact()  # a homogeneous graph's edges are numbered anew by the writer
+    t0 = time.perf_counter()
+    weights, names = balance_columns(comm, graph, balance)
+    level = undirected_level(comm, graph.starts, graph.src, graph.dst, weights, graph.symmetric)
+    partitioner = {"method": method, "seed": seed, "constraints": names, "ranks": comm.size}
+    if method == "ldg":
+        part, info = ldg_parts(comm, level, num_parts)
+        partitioner.update(chunk=info["chunk"])
+        log(f"ldg assignment: {num_parts} parts streamed in {info['rounds']} rounds, "
+            f"{info['undirected_cut']:,} undirected edges cut")
+    else:
+        coarse_nodes = DEFAULT_COARSE_NODES if coarse_nodes is None else coarse_nodes
+        part, info = multilevel_parts(comm, level, num_parts, seed, coarse_nodes=coarse_nodes, log=log)
+        partitioner.update(coarse_nodes=coarse_nodes, levels=info["levels"])
+        log(f"multilevel assignment: {num_parts} parts over {len(info['levels'])} levels, "
+            f"{info['undirected_cut']:,} undirected edges cut")
+    del level
+    partitioner["assign_s"] = round(time.perf_counter() - t0, 3)
+    return write_spread(comm, graph, part, num_parts, out_dir, partitioner, source or {},
+                        feat_dtype=feat_dtype, log=log)
