@@ -314,7 +314,7 @@ def validate_meta(meta, path, directory) -> None:
     objects; version 1 or 2, and a ``link`` entry (version 2 only) with its keys' types and
     per-part ``link_val``/``link_test`` counts summing to ``num_val``/``num_test``; a ``schema``
     entry (a typed dataset) with a valid schema (:meth:`~hpcgnn.format.schema.Schema.from_meta`),
-    only its own keys, ``type_counts`` [P][T] whose rows sum to the parts' node counts,
+    only its own keys, ``type_counts`` ``[P][T]`` whose rows sum to the parts' node counts,
     ``relation_counts`` [R] summing to ``num_edges``, ``typed_fields`` of declared types with
     field specs as above, an integer edge field ``etype`` and no node field name holding ``@``.
     Raises InputError.

@@ -270,6 +270,11 @@ def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis"
                     balance=DEFAULT_BALANCE, feat_dtype="float32") -> dict | None:
     """Collective over comm. Partition ``graph`` and write the dataset to ``out_dir``.
 
+    A typed graph (``graph.schema`` set: :func:`hpcgnn.prep.typed.typed_graph`) is written in the
+    typed layout: each part's nodes ordered by type, meta.json's ``schema`` entry, the per-type
+    fields as ``field@type`` datasets and the relation of every edge as edge field ``etype``
+    (see :mod:`hpcgnn.format.ondisk`); METIS balances each node type's count.
+
     Parameters
     ----------
     graph : Graph or None
@@ -304,11 +309,6 @@ def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis"
         How ``feat`` is stored (:data:`~hpcgnn.format.feat_dtype.FEAT_DTYPES`): float32, or the
         2-byte bfloat16 or float16 (:mod:`hpcgnn.format.feat_dtype`); on a typed graph every
         type's ``feat`` too.
-
-    A typed graph (``graph.schema`` set: :func:`hpcgnn.prep.typed.typed_graph`) is written in the
-    typed layout: each part's nodes ordered by type, meta.json's ``schema`` entry, the per-type
-    fields as ``field@type`` datasets and the relation of every edge as edge field ``etype``
-    (see :mod:`hpcgnn.format.ondisk`); METIS balances each node type's count.
 
     Returns
     -------
