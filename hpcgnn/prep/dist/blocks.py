@@ -17,6 +17,16 @@ def block_starts(total: int, size: int) -> np.ndarray:
     return (np.arange(size + 1, dtype=np.int64) * int(total)) // size
 
 
+def weighted_starts(weights, size: int) -> np.ndarray:
+    """Local. ``[size + 1]`` starts of ``size`` contiguous blocks of ``len(weights)`` ids whose
+    summed ``weights`` (non-negative) are near-equal: block ``r`` ends at the first id where the
+    running sum reaches ``(r + 1) / size`` of the total."""
+    total = np.cumsum(np.asarray(weights, dtype=np.int64))
+    targets = (np.arange(1, size, dtype=np.int64) * int(total[-1] if total.shape[0] else 0)) // size
+    cuts = np.searchsorted(total, targets, side="left") + 1
+    return np.concatenate([[0], np.minimum(cuts, total.shape[0]), [total.shape[0]]]).astype(np.int64)
+
+
 def owner_of(ids, starts) -> np.ndarray:
     """Local. The rank whose block holds each id."""
     return np.searchsorted(starts, ids, side="right").astype(np.int64) - 1

@@ -25,7 +25,7 @@ import numpy as np
 
 from hpcgnn.format.fields import UNLABELLED
 from hpcgnn.format.schema import ETYPE, REVERSE_PREFIX, Schema
-from hpcgnn.prep.dist.blocks import block_starts, owner_of, send_to_owners
+from hpcgnn.prep.dist.blocks import block_starts, owner_of, send_to_owners, weighted_starts
 from hpcgnn.prep.dist.graph_file import write_graph_file
 from hpcgnn.prep.dist.spread import SpreadGraph, validate
 from hpcgnn.prep.generate import check_rmat, node_fields, rmat_edges
@@ -106,6 +106,24 @@ def generate_rmat_file(comm, path, num_nodes, num_edges, feat_dim=64, num_classe
             "homophily": comm.allreduce(same, op=mpi().SUM) / num_edges, "max_degree": int(degree.max())}
 
 
+def _in_edge_blocks(comm, num_nodes, offsets, relations, add_reverse, feat_dim) -> np.ndarray:
+    """Collective over comm. Block starts of the input ids that give every rank about the same
+    memory: its in-edges (reverses included; the partitioner holds about 100 bytes an edge at
+    its peak) and its nodes (a node's ``4 * feat_dim`` bytes of features weigh ``feat_dim / 32``
+    edges, plus one). Ids are numbered type by type and most edges end at papers, so equal
+    node blocks would give the ranks holding papers several times the edges of the others."""
+    weight = np.full(num_nodes, 1 + feat_dim // 32, dtype=np.int64)
+    types = list(IGBH_NODES)
+    for src_type, _, dst_type, src, dst in relations:
+        ends = ((dst_type, dst), (src_type, src)) if add_reverse else ((dst_type, dst),)
+        for node_type, ids in ends:
+            first, end = int(offsets[types.index(node_type)]), int(offsets[types.index(node_type) + 1])
+            weight[first:end] += np.bincount(ids, minlength=end - first)
+    comm.Allreduce(mpi().IN_PLACE, weight, op=mpi().SUM)
+    weight -= (comm.size - 1) * (1 + feat_dim // 32)  # every rank counted each node's own weight
+    return weighted_starts(weight, comm.size)
+
+
 def hetero_spread_graph(comm, num_nodes, num_edges, feat_dim=128, num_classes=19, homophily=0.7, feat_signal=0.15,
                         fractions=(0.6, 0.2, 0.2), seed=0, add_reverse=True, chunk_edges=4_000_000
                         ) -> tuple[SpreadGraph, dict]:
@@ -115,8 +133,9 @@ def hetero_spread_graph(comm, num_nodes, num_edges, feat_dim=128, num_classes=19
     Every relation is drawn by a :class:`SpreadDraw` over its source type, so each rank gets the
     edges of its block of sources; they take the serial graph's ids (input ids type by type,
     edge ids relation by relation, a reverse relation's edges in its relation's order) and go
-    to the owners of their destinations. Each rank draws the node fields of its block of input
-    ids, type by type. Returns the graph and the summary ``generate hetero`` prints
+    to the owners of their destinations, in blocks of input ids holding near-equal numbers of
+    in-edges. Each rank draws the node fields of its block of input ids, type by type. Returns
+    the graph and the summary ``generate hetero`` prints
     (:func:`~hpcgnn.prep.generate_hetero.hetero_summary`'s).
     """
     params, counts, edges = check_hetero(num_nodes, num_edges, num_classes, homophily, feat_dim, feat_signal,
@@ -130,7 +149,7 @@ def hetero_spread_graph(comm, num_nodes, num_edges, feat_dim=128, num_classes=19
     schema = Schema(types, tuple(triples), TARGET).validate(None)
     classes, relations = draw_relations(counts, edges, num_classes, homophily, seed, chunk_edges, num_edges,
                                         lambda num_src, num_dst: SpreadDraw(comm, num_src, num_dst))
-    starts = block_starts(num_nodes, comm.size)
+    starts = _in_edge_blocks(comm, num_nodes, offsets, relations, add_reverse, feat_dim)
     owners_of = functools.partial(owner_of, starts=starts)
     relation_edges = list(edges) * (2 if add_reverse else 1)  # a reverse relation has its relation's edges
     relation_first = np.concatenate([[0], np.cumsum(relation_edges)]).astype(np.int64)
