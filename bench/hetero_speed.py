@@ -18,15 +18,25 @@ Model   RGCN, 2 layers: per-type Linear input projection to ``--hidden``, per re
         ``--model rgcn --sampler relational``; DGL: its rgcn-hetero example's RelGraphConvLayer
         (HeteroGraphConv of GraphConv per relation) on blocks of its heterogeneous NeighborSampler.
 Batches ``--fanouts`` in-neighbours per node, layer AND relation, input layer first (both sides'
-        order); ``--batch-size`` seeds per batch (hpcgnn: per rank and step).
-Threads hpcgnn runs ``--threads`` MPI ranks of one thread each; DGL one process of ``--threads``
-        threads (its single-machine training; DistDGL needs a launcher and servers not set up here).
-Figures training seeds/s: hpcgnn the median epoch's training papers / epoch seconds (slowest
-        rank, evaluation excluded); DGL its median epoch likewise. Sampling seeds/s: the samplers
-        alone (hpcgnn: every rank sampling its own share of training seeds, seeds of all ranks /
-        slowest rank's seconds; DGL: its DataLoader iterating blocks, no features). Accuracy:
-        both by full-neighbourhood layer-wise inference after ``--epochs`` epochs, on the papers
-        of val_mask and test_mask.
+        order); ``--batch-size`` seeds per batch: hpcgnn's per rank and step, as in the other DGL
+        comparisons (bench/samplers.py), so its ranks together take ``--threads`` times DGL's seeds
+        per optimizer step, and half DGL's steps per epoch at 2 ranks.
+Threads hpcgnn runs ``--threads`` MPI ranks of one thread each; DGL one process (its single-machine
+        training; DistDGL needs a launcher and servers not set up here), once per
+        ``--dgl-threads`` count (default ``--threads`` and 1), and the table takes DGL's faster
+        run of each figure: OpenMP's parallel regions stall when other processes hold the cores,
+        so on a shared machine either count can be DGL's best. The 1-minute load average before
+        and after each side is printed and recorded.
+Figures training seeds/s: training papers of an epoch / the median epoch's seconds (hpcgnn: the
+        slowest rank's, from its metrics file; evaluation excluded on both sides). Sampling
+        seeds/s: the samplers alone (hpcgnn: every rank sampling batches of its own share of the
+        training papers, all ranks' seeds / the slowest rank's seconds; DGL: its DataLoader
+        yielding blocks, no features, as many batches as all hpcgnn ranks). Accuracy: both by
+        layer-wise full-neighbourhood inference after ``--epochs`` epochs, on the papers of
+        val_mask and test_mask, the same model-selection-free figure on both sides.
+Time    the default graph is drawn and partitioned once (about a minute here) and reused from
+        bench/work; a run then takes about 12 minutes on 2 cores, most of it the two sides'
+        full-neighbourhood evaluations of all 2M nodes.
 """
 from __future__ import annotations
 
