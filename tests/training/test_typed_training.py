@@ -82,3 +82,26 @@ def test_a_homogeneous_dataset_trains_the_same_through_the_typed_sampler(nranks,
                       comm)[1] for name in ("neighbor", "relational")}
     assert [h["loss"] for h in runs["relational"]] == [h["loss"] for h in runs["neighbor"]]
     assert runs["relational"][-1]["test_acc"] == runs["neighbor"][-1]["test_acc"]
+
+
+@pytest.mark.mpi(sizes=(1,))
+def test_link_prediction_on_a_typed_dataset_is_refused_in_one_line(nranks, comm, shared_tmp):
+    from hpcgnn.runtime.errors import InputError
+    from hpcgnn.training.loop import run
+
+    path = typed_dataset(comm, shared_tmp, nranks)
+    with pytest.raises(InputError, match=r"meta.json: field '--task': link prediction on a typed dataset \(3 node "
+                                         r"types, 6 relations\) is not supported: train it with --task node"):
+        run(train_config(path, "--task", "link", "--epochs", "1"), comm)
+
+
+@pytest.mark.mpi(sizes=(1,))
+def test_a_sampler_that_loses_the_relations_is_refused(nranks, comm, shared_tmp):
+    from hpcgnn.runtime.errors import InputError
+    from hpcgnn.training.config import parse_train_config
+    from hpcgnn.training.loop import run
+
+    path = typed_dataset(comm, shared_tmp, nranks)
+    with pytest.raises(InputError, match=r"field '--sampler': the cluster sampler does not keep each edge's relation"):
+        run(parse_train_config(["--data", path, "--sampler", "cluster", "--num-clusters", "4", "--epochs", "1",
+                                 "--no-progress"]), comm)
