@@ -47,6 +47,10 @@ SECTIONS = {
     "samplers": "Samplers",
     "layer_sampling": "LADIES sampling cost",
     "sampler_defaults": "Sampler defaults on generated graphs",
+    "hetero_speed": "Typed graphs beside DGL",
+    "relational_sampling": "Per-relation sampling",
+    "relational_layers": "R-GCN and R-GAT layers",
+    "hetero_generate": "A typed graph of IGBH's schema",
 }
 #: the fields every record must have
 REQUIRED = ("command", "commit", "date", "machine")
