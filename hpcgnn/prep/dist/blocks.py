@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from hpcgnn.runtime.collectives import exchange
+from hpcgnn.runtime.comm import mpi
 
 
 def block_starts(total: int, size: int) -> np.ndarray:
@@ -61,6 +62,20 @@ def fetch(comm, ids, starts, local_values) -> np.ndarray:
     """
     local_values = np.asarray(local_values)
     return ask_owners(comm, ids, starts, local_values.__getitem__)
+
+
+def fetch_in_steps(comm, ids, starts, local_values, step=1 << 22) -> np.ndarray:
+    """Collective over comm. :func:`fetch`, ``step`` ids at a time: an exchange holds about
+    50 bytes per id in flight, so a rank's edges' worth at once would be the largest
+    allocation of a step that otherwise holds a few bytes per edge. Every rank takes as many
+    steps as the rank with the most ids (its last ones empty)."""
+    ids = np.asarray(ids)
+    local_values = np.asarray(local_values)
+    steps = int(comm.allreduce(-(-ids.shape[0] // step), op=mpi().MAX))
+    out = np.empty((ids.shape[0], *local_values.shape[1:]), dtype=local_values.dtype)
+    for lo in range(0, steps * step, step):
+        out[lo:lo + step] = fetch(comm, ids[lo:lo + step], starts, local_values)
+    return out
 
 
 def ask_owners(comm, ids, starts, answer, *payloads) -> np.ndarray:

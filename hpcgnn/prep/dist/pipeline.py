@@ -147,8 +147,8 @@ def partition_spread(comm, graph: SpreadGraph, num_parts, out_dir, method="multi
                      balance=DEFAULT_BALANCE, coarse_nodes=None, source=None, feat_dtype="float32",
                      log=silent) -> dict | None:
     """Collective over comm. Partition a cleaned spread ``graph`` (``multilevel`` or ``ldg``)
-    under the ``balance`` constraints and write it into ``out_dir``; consumes the graph's edge
-    arrays; returns meta.json's content on rank 0."""
+    under the ``balance`` constraints and write it into ``out_dir``; consumes the graph (its
+    arrays are released as they are used); returns meta.json's content on rank 0."""
     if graph.schema is not None:  # numbered before compact() narrows the graph: the writer keeps them
         graph.eid = serial_edge_ids(comm, graph)
     graph = graph.compact()  # a homogeneous graph's edges are numbered anew by the writer

@@ -25,7 +25,7 @@ from hpcgnn.format import ondisk
 from hpcgnn.format.feat_dtype import encode, encoding_of
 from hpcgnn.format.fields import ORIG_ID
 from hpcgnn.format.schema import ETYPE, TypeLayout, typed_field_name
-from hpcgnn.prep.dist.blocks import fetch, send_to_owners, starts_from_counts
+from hpcgnn.prep.dist.blocks import fetch_in_steps, send_to_owners, starts_from_counts
 from hpcgnn.prep.dist.spread import SpreadGraph
 from hpcgnn.prep.edge_digest import EdgeDigest, graph_digest
 from hpcgnn.prep.part_files import (
@@ -66,7 +66,7 @@ def _spread_digest(comm, graph: SpreadGraph, orig) -> EdgeDigest:
     for the same cleaned graph: a source's orig id is read from its owner, a destination's is local."""
     first = graph.block(comm.rank)[0]
     if ORIG_ID in graph.ndata:
-        src = fetch(comm, graph.src, graph.starts, orig)
+        src = fetch_in_steps(comm, graph.src, graph.starts, orig)
         dst = orig[graph.dst - first]
     else:  # orig ids are the ids: nothing to look up
         src, dst = graph.src, graph.dst
@@ -76,7 +76,8 @@ def _spread_digest(comm, graph: SpreadGraph, orig) -> EdgeDigest:
 def write_spread(comm, graph: SpreadGraph, part, num_parts, out_dir, partitioner: dict, source: dict,
                  checksums=True, feat_dtype="float32", log=silent) -> dict | None:
     """Collective over comm. Write ``graph`` split by ``part`` (the part of every block node)
-    into ``out_dir``, replaced atomically; returns meta.json's content on rank 0."""
+    into ``out_dir``, replaced atomically; returns meta.json's content on rank 0. Consumes the
+    graph: its node rows and edge ends are released as they go to their writers."""
     t0 = time.perf_counter()
     first = graph.block(comm.rank)[0]
     typed = graph.schema is not None
@@ -102,13 +103,18 @@ def write_spread(comm, graph: SpreadGraph, part, num_parts, out_dir, partitioner
         edge_ids = np.arange(edge_offset, edge_offset + graph.num_local_edges, dtype=eid_type)
     orig = graph.ndata.get(ORIG_ID, np.arange(first, first + part.shape[0], dtype=np.int64))
     edge_digest = _spread_digest(comm, graph, orig)
+    graph.dst = None  # local_dst from here on
     fields = {k: v for k, v in graph.ndata.items() if k != ORIG_ID}
+    field_names = list(fields)
     writer = (part % comm.size).astype(np.int32)
     nodes = send_to_owners(comm, writer, new_id, orig, *fields.values())
+    del fields
+    graph.ndata = {}  # the rows went to their writers: the graph is consumed
     typed_rows = _send_typed_rows(comm, graph, writer, new_id) if typed else {}
-    edges = send_to_owners(comm, writer[local_dst], new_id[local_dst], fetch(comm, graph.src, graph.starts, new_id),
-                           edge_ids, *graph.edata.values())
-    del local_dst, writer, edge_ids
+    src_new_id = fetch_in_steps(comm, graph.src, graph.starts, new_id)
+    graph.src = None
+    edges = send_to_owners(comm, writer[local_dst], new_id[local_dst], src_new_id, edge_ids, *graph.edata.values())
+    del local_dst, writer, edge_ids, src_new_id
     relation_counts = None
     if typed:
         relation_counts = np.bincount(graph.edata[ETYPE], minlength=graph.schema.num_relations).astype(np.int64)
@@ -119,7 +125,7 @@ def write_spread(comm, graph: SpreadGraph, part, num_parts, out_dir, partitioner
     try:
         written = []
         for part_id in range(comm.rank, num_parts, comm.size):
-            arrays = _part_arrays(graph, part_id, node_starts, nodes, edges, list(fields), int(edge_starts[-1]))
+            arrays = _part_arrays(graph, part_id, node_starts, nodes, edges, field_names, int(edge_starts[-1]))
             if typed:
                 arrays.update(_part_typed_arrays(layout, part_id, typed_rows))
             for name in feat_names(arrays) if feat_dtype != "float32" else ():
@@ -168,6 +174,8 @@ def _send_typed_rows(comm, graph: SpreadGraph, writer, new_id) -> dict:
         local = np.arange(lo, hi, dtype=np.int64) + int(graph.type_offsets[t]) - graph.block(comm.rank)[0]
         moved = send_to_owners(comm, writer[local], new_id[local], *fields.values())
         received[node_type] = (moved[0], dict(zip(fields, moved[1:])))
+        graph.typed_fields[node_type] = {}  # sent: the graph is consumed
+        del fields, moved
     return received
 
 
