@@ -217,6 +217,11 @@ class RGCNConv(nn.Module):
             return self.weight
 
     def forward(self, block, h_src):
+        if isinstance(h_src, ProjectedRows):
+            out = self._forward_projected(block, h_src)
+            if out is not None:
+                return out
+            h_src = h_src.dense()
         adj = relational_adjacency(block, self.num_relations)
         if self.loop_weight is None and not adj.num_pairs:
             dtype = torch.bfloat16 if torch.is_autocast_enabled("cpu") else h_src.dtype
@@ -232,6 +237,94 @@ class RGCNConv(nn.Module):
                 mapped.append(linear(aggregated[-1], self.loop_weight))
             out = spmm(gather, torch.cat(mapped))
         return out if self.bias is None else out + self.bias.to(out.dtype)
+
+    def _forward_projected(self, block, x):
+        """The layer on rows not yet projected (``x`` a :class:`ProjectedRows`), or None when some
+        relation's edges read sources of more than one node type (the caller projects then).
+
+        Relation ``r``'s edges read sources of one type ``t``, whose rows are ``P_t x + c_t``; a
+        mean of them mapped by ``W_r`` is ``(W_r P_t) mean(x) + W_r c_t``. So each relation
+        averages the narrower unprojected rows (in ``t``'s own row order), maps them by the
+        composed weight, and the destinations' own rows are mapped by ``W_0 P_t`` (the self term):
+        no row is ever projected to the hidden width. Feature rows need no gradient, so no
+        backward product touches the sources."""
+        adj = relational_adjacency(block, self.num_relations)
+        if not adj.num_pairs:
+            return None
+        row_bounds = np.concatenate([[0], np.cumsum(adj.relation_rows)])
+        edge_bounds = adj._indptr[row_bounds]
+        edge_types = x.types_array[adj._edge_src]
+        source_type = {}
+        for r in adj.present:
+            types = edge_types[edge_bounds[r]:edge_bounds[r + 1]]
+            if types.min() != types.max() or int(types[0]) not in x.rows:
+                return None
+            source_type[r] = int(types[0])
+        weights = self.relation_weights()
+        local = x.type_local
+        mapped = []
+        for r in adj.present:
+            t, lo, hi = source_type[r], edge_bounds[r], edge_bounds[r + 1]
+            rows = x.rows[t]
+            mean = CSR(adj._indptr[row_bounds[r]:row_bounds[r + 1] + 1] - lo, local[adj._edge_src[lo:hi]],
+                       adj._weight[lo:hi], rows.shape[0])
+            with torch.autocast("cpu", enabled=False):
+                weight, bias = x.projection.compose(t, weights[r])
+            mapped.append(linear(spmm(mean, rows.float()), weight, bias))
+        gather = adj.gather
+        if self.loop_weight is not None:
+            # the destinations' own rows, type by type, each mapped by W_0 P_t; the gather reads
+            # destination i's at its place among them
+            counts = np.bincount(x.types_array[:adj.num_dst], minlength=len(x.counts))
+            for t in np.flatnonzero(counts):
+                with torch.autocast("cpu", enabled=False):
+                    weight, bias = x.projection.compose(t, self.loop_weight)
+                mapped.append(linear(x.rows[t][:counts[t]].float(), weight, bias))
+            place = np.concatenate([[0], np.cumsum(counts)])[x.types_array[:adj.num_dst]] + x.type_local[:adj.num_dst]
+            gather = adj.with_self[1]
+            col = gather.col.copy()
+            own = col >= adj.num_pairs
+            col[own] = adj.num_pairs + place[col[own] - adj.num_pairs]
+            gather = CSR(gather.indptr, col, None, gather.num_cols)
+        out = spmm(gather, torch.cat(mapped))
+        return out if self.bias is None else out + self.bias.to(out.dtype)
+
+
+class ProjectedRows:
+    """Local. A typed batch's input rows and the per-type projection that maps them to one width,
+    not yet applied: an R-GCN input layer reads them as they are (:meth:`RGCNConv._forward_projected`),
+    anything else calls :meth:`dense`.
+
+    ``projection`` is a :class:`~hpcgnn.nn.relational_models.TypeProjection`; ``types`` and
+    ``rows`` as its forward takes them (checked here, with its errors).
+    """
+
+    def __init__(self, projection, types, rows):
+        self.projection = projection
+        self.types = torch.as_tensor(types, dtype=torch.int64)
+        self.rows = rows
+        self.counts = projection.check(self.types, rows)
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.types.shape[0])
+
+    def dense(self) -> torch.Tensor:
+        """Local. The projected ``[n, width]`` rows."""
+        return self.projection(self.types, self.rows)
+
+    @functools.cached_property
+    def types_array(self) -> np.ndarray:
+        return self.types.numpy()
+
+    @functools.cached_property
+    def type_local(self) -> np.ndarray:
+        """Every row's place among the rows of its type (the row of ``rows[type]`` it reads)."""
+        local = np.empty(self.num_rows, dtype=np.int64)
+        order = np.argsort(self.types_array, kind="stable")
+        starts = np.concatenate([[0], np.cumsum(self.counts)])
+        local[order] = np.arange(self.num_rows) - np.repeat(starts[:-1], self.counts)
+        return local
 
 
 class RGATConv(nn.Module):

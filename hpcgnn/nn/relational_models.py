@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from hpcgnn.nn.models import LayerStack
-from hpcgnn.nn.relational import RGATConv, RGCNConv
+from hpcgnn.nn.relational import ProjectedRows, RGATConv, RGCNConv
 
 
 class RGCN(LayerStack):
@@ -34,6 +34,16 @@ class RGCN(LayerStack):
                 kind = "none"
             layers.append(RGCNConv(a, b, num_relations, kind, num_bases, self_loop))
         super().__init__(layers, dims[1:-1], dropout, norm, input_dropout)
+
+    #: the input layer reads a typed batch's rows unprojected (:class:`ProjectedRows`)
+    reads_projected_rows = True
+
+    def _forward(self, blocks, x, input_degree):
+        first = blocks[0] if blocks else None
+        dropped = self.input_dropout.training and self.input_dropout.p > 0
+        if isinstance(x, ProjectedRows) and (dropped or getattr(first, "extra_rows", None) is not None):
+            x = x.dense()  # the input layer's rows are changed before it reads them
+        return super()._forward(blocks, x, input_degree)
 
 
 class RGAT(LayerStack):
@@ -63,27 +73,43 @@ class TypeProjection(nn.Module):
         self.out_dim = int(out_dim)
         self.maps = nn.ModuleList([nn.Linear(d, out_dim) if d else nn.Identity() for d in self.type_dims])
 
-    def forward(self, types, rows):
-        """Local. ``[n, out_dim]``: row ``k`` is the projection of the row of ``rows[types[k]]`` at
-        ``k``'s place among the positions of its type (``types`` int64 ``[n]``, ``rows`` a dict
-        ``type -> [n_t, width]``)."""
-        types = torch.as_tensor(types, dtype=torch.int64)
+    def check(self, types, rows) -> list:
+        """Local. The number of positions of every type; ValueError when ``types`` or ``rows`` do
+        not fit the projection (as :meth:`forward` takes them)."""
         num_types = len(self.type_dims)
         if types.numel() and (int(types.min()) < 0 or int(types.max()) >= num_types):
             raise ValueError(f"node types {int(types.min())}..{int(types.max())} for a projection of {num_types} types")
         counts = torch.bincount(types, minlength=num_types).tolist()
-        projected = []
         for t, count in enumerate(counts):
             if not count:
                 continue
             if t not in rows:
                 raise ValueError(f"{count} rows of node type {t} and no input for them")
-            x = rows[t]
             width = self.type_dims[t] or self.out_dim
-            if tuple(x.shape) != (count, width):
-                raise ValueError(f"node type {t}: rows of shape {tuple(x.shape)} for {count} positions of width "
+            if tuple(rows[t].shape) != (count, width):
+                raise ValueError(f"node type {t}: rows of shape {tuple(rows[t].shape)} for {count} positions of width "
                                  f"{width}")
-            projected.append(self.maps[t](x.float()))
+        return counts
+
+    def compose(self, t, weight):
+        """Local. ``(weight @ P_t, weight @ c_t)``: the map ``x -> weight (P_t x + c_t)`` of type
+        ``t``'s unprojected rows (``(weight, None)`` for a type whose rows pass unchanged)."""
+        layer = self.maps[t]
+        if isinstance(layer, nn.Identity):
+            return weight, None
+        return weight @ layer.weight, (None if layer.bias is None else weight @ layer.bias)
+
+    def lazy(self, types, rows) -> ProjectedRows:
+        """Local. The projection of ``types`` and ``rows`` not yet applied (checked now)."""
+        return ProjectedRows(self, types, rows)
+
+    def forward(self, types, rows):
+        """Local. ``[n, out_dim]``: row ``k`` is the projection of the row of ``rows[types[k]]`` at
+        ``k``'s place among the positions of its type (``types`` int64 ``[n]``, ``rows`` a dict
+        ``type -> [n_t, width]``)."""
+        types = torch.as_tensor(types, dtype=torch.int64)
+        counts = self.check(types, rows)
+        projected = [self.maps[t](rows[t].float()) for t, count in enumerate(counts) if count]
         if not projected:
             return torch.zeros(0, self.out_dim)
         # rows arrive type by type; the stable sort of the types puts each back at its position

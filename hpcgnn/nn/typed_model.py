@@ -30,8 +30,14 @@ class TypedModel(nn.Module):
         return getattr(self.stack, "needs_degrees", False)
 
     def inputs(self, x):
-        """Local. The stack's input rows: ``x`` projected when it is typed, else ``x`` itself."""
-        return self.projection(x.types, x.rows) if isinstance(x, TypedRows) else x
+        """Local. The stack's input rows: ``x`` projected when it is typed (for a stack whose input
+        layer reads them so, the projection not yet applied: a
+        :class:`~hpcgnn.nn.relational.ProjectedRows`), else ``x`` itself."""
+        if not isinstance(x, TypedRows):
+            return x
+        if getattr(self.stack, "reads_projected_rows", False):
+            return self.projection.lazy(x.types, x.rows)
+        return self.projection(x.types, x.rows)
 
     def forward(self, blocks, x, input_degree=None):
         return self.stack(blocks, self.inputs(x), input_degree)

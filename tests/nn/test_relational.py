@@ -6,8 +6,10 @@ import torch
 from torch.nn import functional as F
 
 from hpcgnn import nn as hnn
+from hpcgnn.loading.typed_rows import TypedRows
 from hpcgnn.nn.config import ModelConfig
 from hpcgnn.nn.relational import RelationalAdjacency, relational_adjacency
+from hpcgnn.nn.typed_model import TypedModel
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.sampling import Block
 
@@ -269,3 +271,52 @@ def test_registry_passes_relations_only_to_relational_models():
         hnn.build_model(ModelConfig(model="rgcn", layers=2, hidden=8, regularizer="block", bases=3), 10, 4, 3)
     no_loop = hnn.build_model(ModelConfig(model="rgat", layers=2, no_self_loop=True), 10, 4, 3)
     assert all(layer.loop_weight is None for layer in no_loop.layers)
+
+
+def typed_input_block(rng, types, num_dst, source_type, max_per_relation=3):
+    """A block over input rows of node types ``types`` (the first ``num_dst`` the destinations):
+    relation ``r``'s edges read sources of type ``source_type[r]`` (None: of any type)."""
+    indptr, src, etype = [0], [], []
+    for i in range(num_dst):
+        for r, t in enumerate(source_type):
+            pool = np.arange(types.shape[0]) if t is None else np.flatnonzero(types == t)
+            count = 0 if i == 0 else rng.integers(0, min(max_per_relation, pool.shape[0]) + 1)
+            src.extend(rng.choice(pool, count, replace=False).tolist())
+            etype.extend([r] * count)
+        indptr.append(len(src))
+    return Block(types.shape[0], num_dst, np.array(indptr, np.int64), np.array(src, np.int64),
+                 np.arange(len(src), dtype=np.int64), etype=np.array(etype, np.int64))
+
+
+@pytest.mark.parametrize("self_loop", [True, False])
+@pytest.mark.parametrize("mixed", [False, True])
+def test_rgcn_reads_unprojected_typed_rows_as_it_reads_projected_ones(self_loop, mixed):
+    # the input layer maps each relation's mean of unprojected rows by W_r P_t (plus W_r c_t) and
+    # each destination's own row by W_0 P_t: the same outputs and gradients, parameters and
+    # embedding rows alike, as projecting every row first; a relation whose sources mix types
+    # (mixed) takes the projected route
+    rng = np.random.default_rng(12)
+    types = torch.from_numpy(rng.integers(0, 3, 50))
+    widths = [3, 0, 5]  # type 1 has no features: embedding rows of the hidden width
+    blocks = [typed_input_block(rng, types.numpy(), 20, [0, 1, 2, None if mixed else 0]),
+              typed_input_block(rng, types[:20].numpy(), 6, [0, 1, 2, 0])]
+    counts = torch.bincount(types, minlength=3).tolist()
+    results = []
+    for projected_first in (True, False):
+        torch.manual_seed(13)
+        projection = hnn.TypeProjection(widths, 8)
+        stack = hnn.RGCN(8, 8, 4, 4, 2, "basis", 2, self_loop, dropout=0.0)
+        if projected_first:
+            stack.reads_projected_rows = False
+        model = TypedModel(projection, stack)
+        rows = {t: torch.randn(counts[t], widths[t] or 8, generator=torch.Generator().manual_seed(t),
+                               requires_grad=widths[t] == 0) for t in range(3)}
+        out = model(blocks, TypedRows(types, {}, rows))
+        upstream = torch.randn(out.shape, generator=torch.Generator().manual_seed(14))
+        params = list(model.parameters())
+        grads = torch.autograd.grad((out * upstream).sum(), params + [rows[1]])
+        results.append((out, grads))
+    (want, want_grads), (got, got_grads) = results
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    for g, w in zip(got_grads, want_grads):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-6)
