@@ -315,8 +315,11 @@ def test_rgcn_reads_unprojected_typed_rows_as_it_reads_projected_ones(self_loop,
         upstream = torch.randn(out.shape, generator=torch.Generator().manual_seed(14))
         params = list(model.parameters())
         grads = torch.autograd.grad((out * upstream).sum(), params + [rows[1]])
-        results.append((out, grads))
-    (want, want_grads), (got, got_grads) = results
+        hnn.set_precision(model, "bf16")
+        low = model(blocks, TypedRows(types, {}, rows)).detach()
+        results.append((out, grads, low))
+    (want, want_grads, _), (got, got_grads, low) = results
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
     for g, w in zip(got_grads, want_grads):
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-6)
+    assert low.dtype == torch.float32 and (low - want.detach()).norm() / want.norm() < 3e-2
