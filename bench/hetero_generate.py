@@ -153,7 +153,11 @@ def main():
         shutil.rmtree(dirs["spread"], ignore_errors=True)
         figures["spread"] = spread_route(args, dirs["spread"])
         if args.train:
-            figures["train"] = train_epoch(args, dirs["spread"])
+            try:
+                figures["train"] = train_epoch(args, dirs["spread"])
+            except RuntimeError as exc:  # the partitioning's figures are still recorded
+                figures["train"] = {"error": str(exc)}
+                args.keep = True  # for a rerun of the training alone
         if not args.keep:
             shutil.rmtree(dirs["spread"], ignore_errors=True)
     if "serial" in routes:
