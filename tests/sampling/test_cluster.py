@@ -71,7 +71,7 @@ def test_cluster_gcn_training_learns_with_equal_steps(nranks, comm, shared_tmp):
 
 
 @pytest.mark.parametrize("flags, needle", [
-    (["--sampler", "cluster", "--fanouts", "5,5"], "'--fanouts': applies to --sampler neighbor only"),
+    (["--sampler", "cluster", "--fanouts", "5,5"], "'--fanouts': applies to --sampler neighbor\\|relational only"),
     (["--sampler", "cluster", "--batch-size", "50"], "'--batch-size': does not apply to --sampler cluster"),
     (["--sampler", "cluster", "--task", "link"], "'--task': does not apply to --sampler cluster"),
     (["--sampler", "cluster", "--num-clusters", "0"], "'--num-clusters': must be 'auto' (sized from the graph) or an"),

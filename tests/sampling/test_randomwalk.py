@@ -133,7 +133,7 @@ def test_random_walk_training_learns(nranks, comm, shared_tmp):
 @pytest.mark.parametrize("flags, needle", [
     (["--sampler", "randomwalk", "--model", "gcn"], "'--model': does not apply to --sampler randomwalk"),
     (["--sampler", "randomwalk", "--aggregator", "gcn"], "'--aggregator': does not apply to --sampler randomwalk"),
-    (["--sampler", "randomwalk", "--fanouts", "4,4"], "'--fanouts': applies to --sampler neighbor only"),
+    (["--sampler", "randomwalk", "--fanouts", "4,4"], "'--fanouts': applies to --sampler neighbor\\|relational only"),
     (["--walks", "3"], "'--walks': applies to --sampler randomwalk only"),
     (["--sampler", "cluster", "--topk", "3"], "'--topk': applies to --sampler randomwalk only"),
     (["--sampler", "randomwalk", "--walk-length", "0"], "'--walk-length': must be an integer"),

@@ -171,7 +171,7 @@ def test_vr_training_learns(nranks, comm, shared_tmp):
     (["--sampler", "vr", "--embed-dim", "8"], "'--embed-dim': does not apply to --sampler vr"),
     (["--sampler", "vr", "--task", "link"], "'--task': does not apply to --sampler vr"),
     (["--sampler", "vr", "--model", "gcn"], "'--model': does not apply to --sampler vr"),
-    (["--sampler", "vr", "--fanouts", "5,5"], "'--fanouts': applies to --sampler neighbor only"),
+    (["--sampler", "vr", "--fanouts", "5,5"], "'--fanouts': applies to --sampler neighbor\\|relational only"),
 ])
 def test_vr_flags_are_checked(tmp_path, flags, needle):
     from hpcgnn.runtime.errors import InputError
