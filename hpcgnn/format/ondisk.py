@@ -847,8 +847,8 @@ class PartFile:
                 starts = np.searchsorted(indptr, falls)
                 inside = falls[(starts >= indptr.shape[0]) | (indptr[np.minimum(starts, indptr.shape[0] - 1)] != falls)]
                 if inside.size:
-                    refuse(f"a node's in-edges must be grouped by relation, ascending; edge {int(inside[0])} has a "
-                           "lower relation than the edge before it in the same row", EDGE_PREFIX + ETYPE,
+                    refuse(f"in-edges not grouped by relation in ascending order: edge {int(inside[0])} has a lower "
+                           "relation than the edge before it in the same node's row", EDGE_PREFIX + ETYPE,
                            int(etype[inside[0]]))
         self._label_problems(arrays, refuse)
         return found

@@ -312,7 +312,10 @@ def _verify_part(directory, meta, part_id, info, seen_nodes, seen_edges, beyond,
         problems.extend(str(exc) for exc in bad_values)
         if not any(exc.field in ("indptr", "indices") for exc in bad_values):
             _check_no_held_out_edge(name, part, indptr, indices, meta["num_nodes"], held_out, problems)
-            if typed is not None and not any(exc.field == etype_name for exc in bad_values):
+            relations = values.get(etype_name)
+            # relations out of order are reported above and still let the end types be checked; out of range not
+            if typed is not None and (not relations.size or (relations.min() >= 0
+                                                             and relations.max() < typed.schema.num_relations)):
                 typed.check_part(name, part, indptr, indices, values[etype_name], problems)
         orig_id = part.read("orig_id")
         inside = orig_id < meta["num_nodes"]

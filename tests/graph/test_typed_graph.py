@@ -129,7 +129,8 @@ def test_relations_out_of_order_inside_a_row_fail_every_rank(nranks, comm, share
             values[indptr[row]:indptr[row + 1]] = values[indptr[row]:indptr[row + 1]][::-1]
             h5["edge_etype"][...] = values
     comm.barrier()
-    with pytest.raises(InputError, match=r"part-00001.h5: field 'edge_etype': a node's in-edges must be grouped"):
+    with pytest.raises(InputError, match=r"part-00001.h5: field 'edge_etype': in-edges not grouped by relation in "
+                                         r"ascending order"):
         DistGraph(bad, comm)
     # the dataset as written loads: every row's relations rise
     DistGraph(path, comm).close()

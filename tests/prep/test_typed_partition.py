@@ -334,7 +334,7 @@ def test_verify_finds_broken_typed_invariants(tmp_path, typed_dataset):
         with h5py.File(path / "part-00000.h5", "r+") as h5:
             h5["edge_etype"][...] = values
         problems = inspection.verify(path, meta)
-        assert any(expected in p for p in problems), problems
+        assert any(expected in p for p in problems), (name, problems)
         if name == "types":
             assert any("per relation" in p for p in problems), problems
 
