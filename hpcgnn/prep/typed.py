@@ -69,8 +69,7 @@ def typed_graph(node_counts, relations, typed_fields=None, target=None, label=No
         if not isinstance(count, (int, np.integer)) or count < 0:
             raise InputError(where, "a node count must be a non-negative integer", f"node_counts.{t}", count)
     triples, ends = [], []
-    for i, rel in enumerate(relations):
-        src_type, rel_name, dst_type, src, dst = rel
+    for src_type, rel_name, dst_type, src, dst in relations:
         triples.append((src_type, rel_name, dst_type))
         ends.append((src, dst))
     if add_reverse:
@@ -87,7 +86,8 @@ def typed_graph(node_counts, relations, typed_fields=None, target=None, label=No
         src = _check_ids(where, f"{rel_name}.src", src, counts[schema.type_index(src_type)])
         dst = _check_ids(where, f"{rel_name}.dst", dst, counts[schema.type_index(dst_type)])
         if src.shape != dst.shape:
-            raise InputError(where, "src and dst lengths differ", f"{rel_name}.dst", f"{dst.shape[0]} vs {src.shape[0]}")
+            raise InputError(where, "src and dst lengths differ", f"{rel_name}.dst",
+                             f"{dst.shape[0]} vs {src.shape[0]}")
         checked.append((src, dst))
     typed_fields = {t: dict(f) for t, f in (typed_fields or {}).items()}
     for t, fields in typed_fields.items():
