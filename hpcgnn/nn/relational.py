@@ -76,16 +76,16 @@ class RelationalAdjacency:
         rows_indptr = np.concatenate([[0], np.cumsum(counts_sorted)]).astype(np.int64)
         # the edges of sorted pair k are starts[by_relation[k]] + 0, 1, ...: one vectorised permutation
         edge_order = np.repeat(starts[by_relation] - rows_indptr[:-1], counts_sorted) + np.arange(edges)
-        self._edge_src = src[edge_order]
+        self.edge_src = src[edge_order]
         self._edge_rel = np.repeat(pair_rel[by_relation], counts_sorted)
-        self._indptr = rows_indptr
+        self.row_indptr = rows_indptr
         self.pair_dst = torch.from_numpy(pair_dst[by_relation])
         self.pair_rel = torch.from_numpy(pair_rel[by_relation])
         self.num_pairs = int(starts.shape[0])
         self.relation_rows = np.bincount(pair_rel, minlength=self.num_relations).tolist()
         self.present = [r for r, n in enumerate(self.relation_rows) if n]
-        self._weight = np.repeat((1.0 / np.maximum(counts_sorted, 1)).astype(np.float32), counts_sorted)
-        self.mean = CSR(rows_indptr, self._edge_src, self._weight, self.num_src)
+        self.edge_weight = np.repeat((1.0 / np.maximum(counts_sorted, 1)).astype(np.float32), counts_sorted)
+        self.mean = CSR(rows_indptr, self.edge_src, self.edge_weight, self.num_src)
         self._position = np.empty(self.num_pairs, dtype=np.int64)
         self._position[by_relation] = np.arange(self.num_pairs)
         self._pair_dst = pair_dst  # destination-major, as the positions
@@ -99,9 +99,9 @@ class RelationalAdjacency:
         the same product, and no slice of the source rows (whose gradient is a zero-filled copy
         of all of them) enters the graph."""
         num_dst, loops = self.num_dst, np.arange(self.num_dst, dtype=np.int64)
-        indptr = np.concatenate([self._indptr, self._indptr[-1] + 1 + loops])
-        mean = CSR(indptr, np.concatenate([self._edge_src, loops]),
-                   np.concatenate([self._weight, np.ones(num_dst, np.float32)]), self.num_src)
+        indptr = np.concatenate([self.row_indptr, self.row_indptr[-1] + 1 + loops])
+        mean = CSR(indptr, np.concatenate([self.edge_src, loops]),
+                   np.concatenate([self.edge_weight, np.ones(num_dst, np.float32)]), self.num_src)
         # every destination's pairs, then its own row
         order = np.argsort(np.concatenate([2 * self._pair_dst, 2 * loops + 1]), kind="stable")
         col = np.concatenate([self._position, self.num_pairs + loops])[order]
@@ -117,12 +117,12 @@ class RelationalAdjacency:
         # the marks per relation)
         marked = np.zeros(self.num_src, dtype=bool)
         local = np.empty(self.num_src, dtype=np.int64)
-        column = np.empty(self._edge_src.shape[0], dtype=np.int64)
-        edge_bounds = self._indptr[np.concatenate([[0], np.cumsum(self.relation_rows)])]
+        column = np.empty(self.edge_src.shape[0], dtype=np.int64)
+        edge_bounds = self.row_indptr[np.concatenate([[0], np.cumsum(self.relation_rows)])]
         sources, counts = [], []
         for r in range(self.num_relations):
             lo, hi = edge_bounds[r], edge_bounds[r + 1]
-            src = self._edge_src[lo:hi]
+            src = self.edge_src[lo:hi]
             marked[src] = True
             used = np.flatnonzero(marked)
             marked[used] = False
@@ -131,7 +131,7 @@ class RelationalAdjacency:
             sources.append(used)
             counts.append(int(used.shape[0]))
         return (torch.from_numpy(np.concatenate(sources)), counts,
-                CSR(self._indptr, column, None, sum(counts)))
+                CSR(self.row_indptr, column, None, sum(counts)))
 
     @property
     def sources(self) -> torch.Tensor:
@@ -252,8 +252,8 @@ class RGCNConv(nn.Module):
         if not adj.num_pairs:
             return None
         row_bounds = np.concatenate([[0], np.cumsum(adj.relation_rows)])
-        edge_bounds = adj._indptr[row_bounds]
-        edge_types = x.types_array[adj._edge_src]
+        edge_bounds = adj.row_indptr[row_bounds]
+        edge_types = x.types_array[adj.edge_src]
         source_type = {}
         for r in adj.present:
             types = edge_types[edge_bounds[r]:edge_bounds[r + 1]]
@@ -266,8 +266,8 @@ class RGCNConv(nn.Module):
         for r in adj.present:
             t, lo, hi = source_type[r], edge_bounds[r], edge_bounds[r + 1]
             rows = x.rows[t]
-            mean = CSR(adj._indptr[row_bounds[r]:row_bounds[r + 1] + 1] - lo, local[adj._edge_src[lo:hi]],
-                       adj._weight[lo:hi], rows.shape[0])
+            mean = CSR(adj.row_indptr[row_bounds[r]:row_bounds[r + 1] + 1] - lo, local[adj.edge_src[lo:hi]],
+                       adj.edge_weight[lo:hi], rows.shape[0])
             with torch.autocast("cpu", enabled=False):
                 weight, bias = x.projection.compose(t, weights[r])
             mapped.append(linear(spmm(mean, rows.float()), weight, bias))

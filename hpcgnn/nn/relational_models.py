@@ -38,12 +38,12 @@ class RGCN(LayerStack):
     #: the input layer reads a typed batch's rows unprojected (:class:`ProjectedRows`)
     reads_projected_rows = True
 
-    def _forward(self, blocks, x, input_degree):
+    def forward(self, blocks, x, input_degree=None):
         first = blocks[0] if blocks else None
         dropped = self.input_dropout.training and self.input_dropout.p > 0
         if isinstance(x, ProjectedRows) and (dropped or getattr(first, "extra_rows", None) is not None):
             x = x.dense()  # the input layer's rows are changed before it reads them
-        return super()._forward(blocks, x, input_degree)
+        return super().forward(blocks, x, input_degree)
 
 
 class RGAT(LayerStack):

@@ -376,12 +376,12 @@ def _write_dataset(graph, csc, relabel, info, tmp_dir, num_parts, node_starts, e
         writer = part_id % size
         if rank == 0:
             arrays = part_arrays(graph, csc, relabel, part_id)
-            for name in _feat_names(arrays) if feat_dtype != "float32" else ():
+            for name in feat_names(arrays) if feat_dtype != "float32" else ():
                 # per part: never a second copy of all features
                 arrays[name] = encode(arrays[name], feat_dtype, (source or {}).get("input"))
             stats.append(part_stats(arrays, node_starts[part_id], node_starts[part_id + 1]))
             if specs is None:
-                encodings = {name: encoding_of(feat_dtype) for name in _feat_names(arrays)}
+                encodings = {name: encoding_of(feat_dtype) for name in feat_names(arrays)}
                 specs = field_specs(arrays, encodings)
                 typed_specs = typed_field_specs(arrays, graph.schema, encodings) if graph.schema else None
             if writer != 0:
@@ -416,8 +416,8 @@ def _write_dataset(graph, csc, relabel, info, tmp_dir, num_parts, node_starts, e
     return meta
 
 
-def _feat_names(arrays) -> list:
-    """The datasets ``--feat-dtype`` stores compactly: ``feat`` and every type's ``feat@type``."""
+def feat_names(arrays) -> list:
+    """Local. The datasets ``--feat-dtype`` stores compactly: ``feat`` and every type's ``feat@type``."""
     return [name for name in arrays if name == "feat" or name.startswith("feat@")]
 
 

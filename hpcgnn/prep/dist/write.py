@@ -37,7 +37,7 @@ from hpcgnn.prep.part_files import (
     typed_field_specs,
     write_part_file,
 )
-from hpcgnn.prep.partition import _feat_names as feat_names  # the serial writer's choice of datasets to encode
+from hpcgnn.prep.partition import feat_names  # the serial writer's choice of datasets to encode
 from hpcgnn.runtime.comm import mpi
 from hpcgnn.runtime.files import forget, make_temp_dir, remove_temp_dir, replace_dir, track_temporary
 from hpcgnn.runtime.stages import silent
