@@ -243,6 +243,12 @@ class DistGraph(CollectiveResource):
     def num_parts(self) -> int:
         return self.book.num_parts
 
+    @property
+    def is_typed(self) -> bool:
+        """Local. Whether the dataset has several node types or relations, or per-type node fields:
+        its first-layer inputs are then read per type (``typed_ndata``), not from ``ndata``."""
+        return not self.schema.is_homogeneous or bool(self.typed_ndata)
+
     def local_node_ids(self) -> np.ndarray:
         """Local. Global ids owned by this rank."""
         return np.arange(*self.local_nodes, dtype=np.int64)

@@ -42,7 +42,7 @@ def input_rows(graph, embedding=None, feature="feat"):
     """Local. ``gids -> first-layer input rows``: the ``feature`` field (if the graph has it) and
     the learnable node embedding (if any), as one float32 tensor."""
     table = graph.ndata.get(feature)
-    if graph.typed_ndata or not graph.schema.is_homogeneous:
+    if graph.is_typed:
         return lambda gids: model_inputs(typed_rows(graph, gids, feature), embedding, np.asarray(gids))
 
     def rows(gids):

@@ -32,7 +32,7 @@ from hpcgnn.sampling.negative import NEGATIVE_SAMPLERS, build_negative_sampler
 from hpcgnn.tasks.collapse import constant_share
 from hpcgnn.tasks.inference import inference_sampler, layerwise_inference
 from hpcgnn.tasks.link_metrics import LINK_METRICS, link_metrics
-from hpcgnn.tasks.node import feature_width, is_typed, require_fields
+from hpcgnn.tasks.node import feature_width, require_fields
 from hpcgnn.tasks.registry import DatasetFacts, Task, register_task
 
 _SPLITS = ("val", "test")
@@ -178,7 +178,7 @@ class LinkPrediction(Task):
     def settle(self, config, graph):
         """Local. Refuse a typed dataset: its held-out edges would need a relation to predict, and
         partition --edge-split holds out none on a typed graph."""
-        if is_typed(graph):
+        if graph.is_typed:
             raise InputError(os.path.join(config.input.data, "meta.json"), "link prediction on a typed dataset "
                              f"({graph.schema.num_types} node types, {graph.schema.num_relations} relations) is not "
                              "supported: train it with --task node", "--task", self.name)

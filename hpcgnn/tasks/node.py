@@ -44,11 +44,6 @@ def require_fields(graph, data, fields):
 RELATIONAL = "relational"
 
 
-def is_typed(graph) -> bool:
-    """Local. Whether ``graph`` has several node types or relations (its inputs are per type)."""
-    return not graph.schema.is_homogeneous or bool(graph.typed_ndata)
-
-
 def feature_width(graph) -> int:
     """Local. The width of the ``feat`` field (0 without features)."""
     return int(graph.ndata["feat"].shape[1]) if "feat" in graph.ndata else 0
@@ -80,7 +75,7 @@ class NodeClassification(Task):
         the default, becomes ``relational`` with the same fanouts; a sampler whose batches lose the
         relations is refused), and for node types without features the learned embedding they
         take as input (``--embed-dim`` defaults to ``--hidden``)."""
-        if not is_typed(graph):
+        if not graph.is_typed:
             return config
         name = config.sampler.name
         if name == "neighbor":
@@ -99,7 +94,7 @@ class NodeClassification(Task):
         a multi-label ``label`` [N, C]: C) and the kind of target (:func:`~.metrics.task_of`). On a
         typed graph: every type's feature width and the relations; the model's input width is then
         ``--hidden``, the width every type is projected to."""
-        typed = is_typed(graph)
+        typed = graph.is_typed
         needed = (() if config.input.embed_dim or typed else ("feat",)) + ("label", "train_mask")
         require_fields(graph, config.input.data, needed)
         label = graph.ndata["label"]
@@ -136,7 +131,7 @@ class NodeClassification(Task):
         feature = "feat" if "feat" in graph.ndata else None
         cache_bytes = int(config.task.options.cache_mb * 2**20)
         fetch = None
-        if is_typed(graph):
+        if graph.is_typed:
             if cache_bytes:
                 raise InputError(None, "the feature cache holds rows of one feature table, and a typed dataset has "
                                  "one per node type: train without it", "--cache-mb", config.task.options.cache_mb)
