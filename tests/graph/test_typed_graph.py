@@ -35,7 +35,7 @@ def test_typed_fields_read_by_type_id_from_any_rank(nranks, comm, shared_tmp, ro
     edge_origin = input_eids(path)
     meta = ondisk.read_meta(path)
     with DistGraph(path, comm) as g:
-        assert g.schema == graph.schema
+        assert g.schema == graph.schema and g.is_typed
         assert np.array_equal(g.layout.type_counts, meta["schema"]["type_counts"])
         assert np.array_equal(g.layout.node_starts, g.book.starts)
         assert {t: sorted(f) for t, f in g.typed_ndata.items()} == {"paper": ["feat"], "author": ["feat", "year"]}
@@ -76,7 +76,7 @@ def test_homogeneous_dataset_is_the_one_type_case(nranks, comm, shared_tmp):
 
     path, graph = make_dataset(comm, shared_tmp, nranks, num_nodes=200)
     with DistGraph(path, comm) as g:
-        assert g.schema == Schema.homogeneous() and g.typed_ndata == {}
+        assert g.schema == Schema.homogeneous() and g.typed_ndata == {} and not g.is_typed
         assert isinstance(g.layout, TypeLayout) and np.array_equal(g.layout.node_starts, g.book.starts)
         types, tids = g.layout.type_ids(np.arange(g.num_nodes))
         assert not types.any() and np.array_equal(tids, np.arange(g.num_nodes))
