@@ -11,15 +11,23 @@ from hpcgnn.prep.partition import partition_graph
 from hpcgnn.testing.graphs import clustered_graph
 
 
-def make_dataset(comm, shared_tmp, parts, name="ds", **graph_args):
-    """Collective over comm. Rank 0 partitions a generated graph into ``parts`` (METIS) under
-    ``shared_tmp`` once; every rank gets ``(path, graph)``."""
-    graph = clustered_graph(**graph_args)
+def partition_once(comm, shared_tmp, graph, parts, name, method="metis", **partition_args):
+    """Collective over comm. Rank 0 partitions ``graph`` (a ``prep.graph.Graph``, typed or not)
+    into ``parts`` by ``method`` under ``shared_tmp/<name><parts>``, unless an earlier call of the
+    test already did; every rank gets the dataset's path. ``partition_args`` go to
+    :func:`~hpcgnn.prep.partition.partition_graph` (``feat_dtype``, ``source``, ...)."""
     path = os.path.join(shared_tmp, f"{name}{parts}")
     if comm.rank == 0 and not os.path.exists(path):
-        partition_graph(graph, path, parts, "metis")
+        partition_graph(graph, path, parts, method, **partition_args)
     comm.barrier()
-    return path, graph
+    return path
+
+
+def make_dataset(comm, shared_tmp, parts, name="ds", **graph_args):
+    """Collective over comm. Rank 0 partitions a generated graph (:func:`clustered_graph`) into
+    ``parts`` (METIS) under ``shared_tmp`` once; every rank gets ``(path, graph)``."""
+    graph = clustered_graph(**graph_args)
+    return partition_once(comm, shared_tmp, graph, parts, name), graph
 
 
 def oracle(path):

@@ -8,20 +8,9 @@ import pytest
 
 from hpcgnn.format import ondisk
 from hpcgnn.format.schema import ETYPE, Schema, TypeLayout
-from hpcgnn.prep.partition import partition_graph
 from hpcgnn.runtime.comm import FORCE_RMA_ENV
-from hpcgnn.testing.datasets import input_eids, make_dataset, oracle
+from hpcgnn.testing.datasets import input_eids, make_dataset, oracle, partition_once
 from tests.prep.test_typed_partition import dense, typed_test_graph
-
-
-def typed_dataset(comm, shared_tmp, parts, method="metis"):
-    """Collective over comm. Rank 0 partitions the typed test graph once; every rank gets ``(path, graph)``."""
-    graph = typed_test_graph()
-    path = os.path.join(shared_tmp, f"typed-{method}{parts}")
-    if comm.rank == 0 and not os.path.exists(path):
-        partition_graph(graph, path, parts, method)
-    comm.barrier()
-    return path, graph
 
 
 @pytest.mark.mpi(sizes=(1, 2, 4))
@@ -30,7 +19,8 @@ def test_typed_fields_read_by_type_id_from_any_rank(nranks, comm, shared_tmp, ro
     from hpcgnn import DistGraph
 
     monkeypatch.setenv(FORCE_RMA_ENV, "1" if route == "rma" else "0")
-    path, graph = typed_dataset(comm, shared_tmp, nranks)
+    graph = typed_test_graph()
+    path = partition_once(comm, shared_tmp, graph, nranks, "typed-metis")
     orig, _, _ = oracle(path)
     edge_origin = input_eids(path)
     meta = ondisk.read_meta(path)
@@ -92,7 +82,7 @@ def test_a_relation_index_out_of_range_fails_every_rank(nranks, comm, shared_tmp
     from hpcgnn import DistGraph
     from hpcgnn.runtime.errors import InputError
 
-    path, _ = typed_dataset(comm, shared_tmp, nranks, method="random")
+    path = partition_once(comm, shared_tmp, typed_test_graph(), nranks, "typed-random", "random")
     bad = os.path.join(shared_tmp, "typed-bad-etype")
     if comm.rank == 0:
         import shutil
@@ -116,7 +106,7 @@ def test_relations_out_of_order_inside_a_row_fail_every_rank(nranks, comm, share
     from hpcgnn import DistGraph
     from hpcgnn.runtime.errors import InputError
 
-    path, _ = typed_dataset(comm, shared_tmp, nranks, method="random")
+    path = partition_once(comm, shared_tmp, typed_test_graph(), nranks, "typed-random", "random")
     bad = os.path.join(shared_tmp, "typed-unordered-etype")
     if comm.rank == 0:
         import shutil

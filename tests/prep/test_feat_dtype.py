@@ -10,6 +10,7 @@ import torch
 from hpcgnn.format.feat_dtype import bfloat16_bits, bfloat16_values, encode
 from hpcgnn.runtime.comm import FORCE_RMA_ENV
 from hpcgnn.runtime.errors import InputError
+from hpcgnn.testing.datasets import partition_once
 from hpcgnn.testing.graphs import clustered_graph
 
 
@@ -27,15 +28,9 @@ def test_bfloat16_bits_round_to_nearest_even_as_torch_does():
 
 
 def partitioned(comm, shared_tmp, nranks, feat_dtype):
-    from hpcgnn.prep.partition import partition_graph
-
     graph = clustered_graph(num_nodes=800, p_inside=0.9, feat_dim=12)
     graph.ndata["feat"] = (graph.ndata["feat"] * np.float32(np.pi)).astype(np.float32)  # not bf16-exact
-    path = os.path.join(shared_tmp, f"feat_{feat_dtype}_{nranks}")
-    if comm.rank == 0 and not os.path.exists(path):
-        partition_graph(graph, path, nranks, "metis", feat_dtype=feat_dtype)
-    comm.barrier()
-    return path, graph
+    return partition_once(comm, shared_tmp, graph, nranks, f"feat_{feat_dtype}_", feat_dtype=feat_dtype), graph
 
 
 @pytest.mark.mpi(sizes=(4,))

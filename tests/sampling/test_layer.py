@@ -1,6 +1,5 @@
 """LADIES layer-wise sampling (``--sampler layer``): against a plain-Python oracle on the whole
 graph's CSC at 1, 2 and 4 ranks, the weighted aggregation unbiased, training."""
-import os
 
 import numpy as np
 import pytest
@@ -51,15 +50,11 @@ def reference_layer(indptr, indices, nodes, size, seed, normalize):
 
 def simple_dataset(comm, shared_tmp, nranks):
     """The test graph without its parallel edges, partitioned as ``partition --dedup`` records it."""
-    from hpcgnn.prep.partition import partition_graph
     from hpcgnn.prep.transform import dedup
-    from hpcgnn.testing.datasets import clustered_graph
+    from hpcgnn.testing.datasets import clustered_graph, partition_once
 
-    path = os.path.join(shared_tmp, f"simple{nranks}")
-    if comm.rank == 0 and not os.path.exists(path):
-        partition_graph(dedup(clustered_graph(num_nodes=500, avg_degree=6)), path, nranks, source={"dedup": True})
-    comm.barrier()
-    return path
+    graph = dedup(clustered_graph(num_nodes=500, avg_degree=6))
+    return partition_once(comm, shared_tmp, graph, nranks, "simple", source={"dedup": True})
 
 
 @pytest.mark.mpi(sizes=(1, 2, 4))

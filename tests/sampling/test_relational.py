@@ -1,7 +1,6 @@
 """Per-relation neighbour sampling: the kernel against a numpy oracle of its streams, the graph-level
 primitives against a serial oracle of the raw edge list at 1, 2 and 4 ranks on both routes, and the
 ``relational`` sampler's blocks and options."""
-import os
 
 import numpy as np
 import pytest
@@ -186,17 +185,6 @@ def relational_graph():
     return typed_graph(counts, relations, typed_fields=feat, name="relational")
 
 
-def relational_dataset(comm, shared_tmp, parts):
-    from hpcgnn.prep.partition import partition_graph
-
-    graph = relational_graph()
-    path = os.path.join(shared_tmp, f"relational{parts}")
-    if comm.rank == 0 and not os.path.exists(path):
-        partition_graph(graph, path, parts, "metis")
-    comm.barrier()
-    return path, graph
-
-
 def raw_in_edges(graph):
     """Input edge ids of every input node's in-edges, in input order: ``(indptr, eids)``."""
     eids = np.argsort(graph.dst, kind="stable")
@@ -220,9 +208,10 @@ def test_dist_graph_matches_the_serial_oracle_on_both_routes(nranks, comm, share
     ``sample_neighbors``."""
     from hpcgnn import DistGraph
     from hpcgnn.graph.typed_sampling import in_edges_by_relation, sample_neighbors_by_relation
-    from hpcgnn.testing.datasets import input_eids, make_dataset, oracle
+    from hpcgnn.testing.datasets import input_eids, make_dataset, oracle, partition_once
 
-    path, graph = relational_dataset(comm, shared_tmp, nranks)
+    graph = relational_graph()
+    path = partition_once(comm, shared_tmp, graph, nranks, "relational")
     untyped, _ = make_dataset(comm, shared_tmp, nranks, num_nodes=300)
     orig, _, _ = oracle(path)
     new_id = np.argsort(orig)
@@ -278,9 +267,10 @@ def test_sampler_blocks_carry_each_edges_relation(nranks, comm, shared_tmp):
     from hpcgnn import DistGraph
     from hpcgnn.graph.typed_sampling import in_edges_by_relation
     from hpcgnn.sampling.registry import SamplerRun, sampler_spec
+    from hpcgnn.testing.datasets import partition_once
     from hpcgnn.training.config import train_config
 
-    path, _ = relational_dataset(comm, shared_tmp, nranks)
+    path = partition_once(comm, shared_tmp, relational_graph(), nranks, "relational")
     config = train_config({"sampler": "relational", "fanouts": (3, 2), "relation_fanouts": "r1=0,all;r4=1;r10=all,5"})
     spec = sampler_spec("relational")
     with DistGraph(path, comm) as g:

@@ -1,25 +1,14 @@
 """Training on a typed graph end to end: typed partitions, per-relation sampling, the per-type input
 projection (a learned embedding for a type without features), RGCN and RGAT, distributed
 inference on the labelled type, and resume."""
-import os
-
 import numpy as np
 import pytest
 
+from hpcgnn.testing.datasets import make_dataset, partition_once
+from hpcgnn.testing.graphs import typed_toy_graph
+
 FLAGS = ("--hidden", "16", "--fanouts", "4,4", "--batch-size", "40", "--lr", "0.02", "--no-progress",
          "--prefetch", "0")
-
-
-def typed_dataset(comm, shared_tmp, parts, name="typed", **graph_args):
-    """Collective over comm. Rank 0 partitions the typed toy graph into ``parts`` once."""
-    from hpcgnn.prep.partition import partition_graph
-    from hpcgnn.testing.graphs import typed_toy_graph
-
-    path = os.path.join(shared_tmp, f"{name}{parts}")
-    if comm.rank == 0 and not os.path.exists(path):
-        partition_graph(typed_toy_graph(**graph_args), path, parts, "metis")
-    comm.barrier()
-    return path
 
 
 def train_config(path, *extra):
@@ -34,7 +23,7 @@ def test_rgcn_learns_what_only_relations_reveal(nranks, comm, shared_tmp):
     and the venues' learned embeddings, reached through their relations."""
     from hpcgnn.testing.training import assert_learns
 
-    path = typed_dataset(comm, shared_tmp, nranks)
+    path = partition_once(comm, shared_tmp, typed_toy_graph(), nranks, "typed")
     assert_learns(comm, train_config(path, "--model", "rgcn", "--epochs", "12"), 0.6)
 
 
@@ -42,7 +31,7 @@ def test_rgcn_learns_what_only_relations_reveal(nranks, comm, shared_tmp):
 def test_rgat_learns(nranks, comm, shared_tmp):
     from hpcgnn.testing.training import assert_learns
 
-    path = typed_dataset(comm, shared_tmp, nranks)
+    path = partition_once(comm, shared_tmp, typed_toy_graph(), nranks, "typed")
     assert_learns(comm, train_config(path, "--model", "rgat", "--heads", "2", "--epochs", "12"), 0.6)
 
 
@@ -50,7 +39,7 @@ def test_rgat_learns(nranks, comm, shared_tmp):
 def test_featureless_type_takes_an_embedding_of_the_hidden_width(nranks, comm, shared_tmp):
     from hpcgnn.training.loop import run
 
-    path = typed_dataset(comm, shared_tmp, nranks)
+    path = partition_once(comm, shared_tmp, typed_toy_graph(), nranks, "typed")
     model, history = run(train_config(path, "--model", "rgcn", "--epochs", "1", "--eval-every", "0"), comm)
     assert np.isfinite(history[-1]["loss"])
     # paper and author project their 8 features; venue has none: its input is the embedding, passed through
@@ -61,7 +50,7 @@ def test_featureless_type_takes_an_embedding_of_the_hidden_width(nranks, comm, s
 def test_typed_resume_is_bit_exact(nranks, comm, shared_tmp):
     from hpcgnn.testing.training import assert_resume_bit_exact
 
-    path = typed_dataset(comm, shared_tmp, nranks)
+    path = partition_once(comm, shared_tmp, typed_toy_graph(), nranks, "typed")
 
     def flags(epochs, checkpoint_dir, *extra):
         return train_config(path, "--model", "rgcn", "--epochs", str(epochs), "--checkpoint-dir", checkpoint_dir,
@@ -74,7 +63,6 @@ def test_typed_resume_is_bit_exact(nranks, comm, shared_tmp):
 def test_a_homogeneous_dataset_trains_the_same_through_the_typed_sampler(nranks, comm, shared_tmp):
     """The per-relation sampler on a dataset of one relation draws exactly what the neighbour
     sampler draws, so a run through the typed path repeats today's losses bit for bit."""
-    from hpcgnn.testing.datasets import make_dataset
     from hpcgnn.training.loop import run
 
     path, _ = make_dataset(comm, shared_tmp, nranks, num_nodes=400)
@@ -89,7 +77,7 @@ def test_link_prediction_on_a_typed_dataset_is_refused_in_one_line(nranks, comm,
     from hpcgnn.runtime.errors import InputError
     from hpcgnn.training.loop import run
 
-    path = typed_dataset(comm, shared_tmp, nranks)
+    path = partition_once(comm, shared_tmp, typed_toy_graph(), nranks, "typed")
     with pytest.raises(InputError, match=r"meta.json: field '--task': link prediction on a typed dataset \(3 node "
                                          r"types, 6 relations\) is not supported: train it with --task node"):
         run(train_config(path, "--task", "link", "--epochs", "1"), comm)
@@ -101,7 +89,7 @@ def test_a_sampler_that_loses_the_relations_is_refused(nranks, comm, shared_tmp)
     from hpcgnn.training.config import parse_train_config
     from hpcgnn.training.loop import run
 
-    path = typed_dataset(comm, shared_tmp, nranks)
+    path = partition_once(comm, shared_tmp, typed_toy_graph(), nranks, "typed")
     with pytest.raises(InputError, match=r"field '--sampler': the cluster sampler does not keep each edge's relation"):
         run(parse_train_config(["--data", path, "--sampler", "cluster", "--num-clusters", "4", "--epochs", "1",
                                  "--no-progress"]), comm)
