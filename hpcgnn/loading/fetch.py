@@ -7,6 +7,7 @@ nodes are copied locally instead of crossing the network.
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from hpcgnn.loading.cache import off_node
@@ -29,7 +30,13 @@ class FieldFetch:
     ----------
     remote_rows, cache_hits : int
         Feature rows requested from other nodes so far, and how many of them the cache served.
+    pinned : bool
+        Gather the feature rows into pinned host memory (torch's caching host allocator, which
+        reuses a buffer once the copy that read it is done): batches bound for a GPU are then
+        copied there without another copy on the host (:mod:`hpcgnn.loading.device_stage`).
     """
+
+    pinned = False
 
     def __init__(self, graph, feature="feat", label="label", cache=None):
         self.feature = None if feature is None else graph.ndata[feature]
@@ -54,7 +61,11 @@ class FieldFetch:
         if self.cache is None:
             if not self._one_node:
                 self.remote_rows += int(off_node(self.feature, gids).sum())
-            return self.feature.gather(gids)
+            out = None
+            if self.pinned:
+                out = torch.empty((len(gids), *self.feature.shape[1:]), pin_memory=True,
+                                  dtype=torch.from_numpy(np.empty(0, self.feature.dtype)).dtype).numpy()
+            return self.feature.gather(gids, out=out)
         rows, remote, hits = self.cache.gather(gids)
         self.remote_rows += remote
         self.cache_hits += hits

@@ -13,8 +13,9 @@ import numpy as np
 import torch
 
 from hpcgnn.format.fields import MASKS
+from hpcgnn.loading.device_stage import to_device
 from hpcgnn.loading.typed_rows import TypedRows, typed_rows
-from hpcgnn.nn import BlockTensors
+from hpcgnn.nn import BlockTensors, as_block_tensors
 from hpcgnn.runtime.rng import derive_seed
 from hpcgnn.runtime.watchdog import beat, waiting_in
 from hpcgnn.sampling import NeighborSampler
@@ -23,18 +24,24 @@ from hpcgnn.store import DistTensor, float_rows
 from hpcgnn.tasks.metrics import split_metrics, task_of
 
 
-def model_inputs(feat, embedding, input_gids):
+def model_inputs(feat, embedding, input_gids, device=None):
     """Local. The first layer's input rows: features, then the learnable embedding if any. On a
     typed graph (``feat`` a :class:`~hpcgnn.loading.typed_rows.TypedRows`) the embedding gives the
-    rows of the types without features."""
+    rows of the types without features.
+
+    The embedding's rows are read on the CPU (its shards are host memory) and moved to
+    ``device`` (default: where ``feat`` is, else the CPU) inside autograd, so their gradients
+    come back to the CPU rows the embedding's sparse optimizer reads."""
     if embedding is None:
         return feat
     if isinstance(feat, TypedRows):
         for t, at in feat.positions.items():
             if t not in feat.rows:
-                feat.rows[t] = embedding(input_gids[at.numpy()])
+                feat.rows[t] = embedding(input_gids[at.cpu().numpy()]).to(at.device)
         return feat
     rows = embedding(input_gids)
+    device = device if device is not None else (feat.device if feat is not None else rows.device)
+    rows = rows.to(device)
     return rows if feat is None else torch.cat([feat, rows], dim=1)
 
 
@@ -96,6 +103,7 @@ def layerwise_inference(model, graph, batch_size=10_000, inputs=None, needs_degr
     """
     was_training = model.training
     model.eval()
+    device = next(model.parameters()).device  # a GPU model reads its blocks and rows on the GPU
     if needs_degrees is None:
         needs_degrees = getattr(model, "needs_degrees", False)
     sampler = sampler or NeighborSampler([-1], input_degrees=needs_degrees)
@@ -106,7 +114,7 @@ def layerwise_inference(model, graph, batch_size=10_000, inputs=None, needs_degr
         out = DistTensor((graph.num_nodes, model.layers[i].out_features), np.float32, f"layer{i}",
                          comm=graph.comm, book=graph.book)
         read = inputs if i == 0 else (lambda gids, rows=h: torch.from_numpy(rows.gather(gids)))
-        _layer_rows(model, i, graph, sampler, read, local_ids, batch_size, out.local)
+        _layer_rows(model, i, graph, sampler, read, local_ids, batch_size, out.local, device)
         waiting_in(f"the barrier after inference layer {i + 1}")
         out.barrier()
         if on_layer is not None:
@@ -122,15 +130,19 @@ def layerwise_inference(model, graph, batch_size=10_000, inputs=None, needs_degr
     return logits
 
 
-def _layer_rows(model, i, graph, sampler, read, local_ids, batch_size, out):
+def _layer_rows(model, i, graph, sampler, read, local_ids, batch_size, out, device):
     """Layer ``i``'s rows of ``local_ids`` into ``out``, a batch at a time; ``read(gids)`` gives
-    the layer's input rows."""
+    the layer's input rows (on the CPU: sampling and rows stay there, a GPU model gets copies)."""
     for lo in range(0, local_ids.shape[0], batch_size):
         beat(f"inference layer {i + 1} batch {lo // batch_size + 1}")
         chunk = local_ids[lo:lo + batch_size]
         batch = sampler.sample(graph, chunk, seed=derive_seed(getattr(sampler, "seed", 0), "layer", i))
-        block = BlockTensors(batch.blocks[0], batch.input_degree)
-        out[lo:lo + chunk.shape[0]] = model.layer_forward(i, block, read(batch.input_gids)).numpy()
+        if device.type == "cpu":
+            block = BlockTensors(batch.blocks[0], batch.input_degree)
+        else:
+            block = as_block_tensors(batch.blocks[:1], batch.input_degree, device=device)[0]
+        rows = model.layer_forward(i, block, to_device(read(batch.input_gids), device))
+        out[lo:lo + chunk.shape[0]] = rows.cpu().numpy()
 
 
 def split_accuracy(logits, graph, label="label", metric="acc") -> dict:

@@ -110,17 +110,17 @@ def score_edges(model, embeddings, src, dst, neg, neg_src=None):
     n, k = neg.shape
     pos_scores, neg_scores = np.empty(n), np.empty((n, k))
     step = max(1, _EVAL_CHUNK_PAIRS // (k + 1))
+    device = next(model.parameters()).device  # the rows are read on the CPU; a GPU model scores them there
+
+    def rows(ids):
+        return torch.from_numpy(embeddings.gather(ids)).to(device)
+
     for lo in range(0, n, step):
         hi = min(n, lo + step)
-        h_src = torch.from_numpy(embeddings.gather(src[lo:hi]))
-        h_dst = torch.from_numpy(embeddings.gather(dst[lo:hi]))
-        h_neg = torch.from_numpy(embeddings.gather(neg[lo:hi].reshape(-1)))
-        if neg_src is None:
-            h_neg_src = h_src.repeat_interleave(k, 0)
-        else:
-            h_neg_src = torch.from_numpy(embeddings.gather(neg_src[lo:hi].reshape(-1)))
-        pos_scores[lo:hi] = model.score(h_src, h_dst).numpy()
-        neg_scores[lo:hi] = model.score(h_neg_src, h_neg).view(hi - lo, k).numpy()
+        h_src, h_dst, h_neg = rows(src[lo:hi]), rows(dst[lo:hi]), rows(neg[lo:hi].reshape(-1))
+        h_neg_src = h_src.repeat_interleave(k, 0) if neg_src is None else rows(neg_src[lo:hi].reshape(-1))
+        pos_scores[lo:hi] = model.score(h_src, h_dst).cpu().numpy()
+        neg_scores[lo:hi] = model.score(h_neg_src, h_neg).view(hi - lo, k).cpu().numpy()
     return pos_scores, neg_scores
 
 

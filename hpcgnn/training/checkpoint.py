@@ -326,7 +326,8 @@ def load_checkpoint(path, current=None, keys=()) -> dict:
         path = latest_checkpoint(path)
     with open_regular(path, "--checkpoint") as fh:  # a FIFO or device would block or never end
         try:
-            state = torch.load(fh, weights_only=True)
+            # tensors land on the CPU whatever device saved them: the run moves them where it computes
+            state = torch.load(fh, weights_only=True, map_location="cpu")
         except Exception as exc:
             raise InputError(path, refusal(exc)) from None
     for key, kind in _STATE_TYPES.items():
@@ -392,10 +393,27 @@ def check_fits(path, saved: dict, current: dict, keys):
         raise InputError(path, "checkpoint made for another model or dataset: " + "; ".join(differing))
 
 
+def on_host(value):
+    """Local. ``value`` (a state dict: tensors in dicts and lists) with every tensor in CPU memory, so
+    a checkpoint written by a GPU run loads anywhere."""
+    if isinstance(value, torch.Tensor):
+        return value.cpu()
+    if isinstance(value, dict):
+        moved = type(value)((key, on_host(item)) for key, item in value.items())
+        if hasattr(value, "_metadata"):  # a module state dict's versions, which loading reads
+            moved._metadata = value._metadata
+        return moved
+    if isinstance(value, (list, tuple)):
+        return type(value)(on_host(item) for item in value)
+    return value
+
+
 def _rng_state() -> dict:
-    """Local. This process's torch, numpy, Python and dropout random states, as tensors and plain values."""
+    """Local. This process's torch (and its GPU's, on the GPU path), numpy, Python and dropout random
+    states, as tensors and plain values."""
     numpy_state = np.random.get_state(legacy=False)
-    return {"torch": torch.get_rng_state(),
+    gpu = {"cuda": torch.cuda.get_rng_state()} if torch.cuda.is_available() and torch.cuda.is_initialized() else {}
+    return {**gpu, "torch": torch.get_rng_state(),
             "numpy": {"key": torch.from_numpy(numpy_state["state"]["key"].astype(np.int64)),
                       "pos": int(numpy_state["state"]["pos"]), "has_gauss": int(numpy_state["has_gauss"]),
                       "gauss": float(numpy_state["gauss"])},
@@ -403,8 +421,11 @@ def _rng_state() -> dict:
 
 
 def set_rng_state(state: dict):
-    """Local. Continue every random stream from a state saved by :func:`_rng_state`."""
+    """Local. Continue every random stream from a state saved by :func:`_rng_state` (a GPU's stream
+    when both the saving run and this one had one)."""
     torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.set_rng_state(state["cuda"])
     saved = state["numpy"]
     np.random.set_state({"bit_generator": "MT19937",
                          "state": {"key": saved["key"].numpy().astype(np.uint32), "pos": saved["pos"]},
@@ -447,8 +468,8 @@ def save_session(session, directory, epoch, history, best=False, keep=None):
         if comm.rank == 0:
             try:
                 replaced = best_epoch(directory) if best else None
-                save_checkpoint(directory, {"model": session.model.state_dict(),
-                                            "optimizer": session.optimizer.state_dict(),
+                save_checkpoint(directory, {"model": on_host(session.model.state_dict()),
+                                            "optimizer": on_host(session.optimizer.state_dict()),
                                             "config": plain(session.config.as_dict()),
                                             "facts": session.facts.as_dict(), "ranks": comm.size,
                                             "epoch": int(epoch), "rng": rngs,

@@ -49,6 +49,8 @@ WATCHDOG_S = Domain(float, gt=0, le=MAX_SECONDS, special={0: "never"})
 #: hpcgnn.graph.feature_scale.FEATURE_SCALES
 FEATURE_SCALES = ("auto", "standard", "row", "none")
 COMPRESSIONS = ("none", "bf16", "topk:R")
+#: where the model computes (hpcgnn.training.device): auto is cuda where torch sees a GPU, else cpu
+DEVICES = ("cpu", "cuda", "auto")
 #: modules imported before the flags are read, so that what they register has its flags
 PLUGIN_ENTRY_POINTS = "hpcgnn.plugins"
 
@@ -149,7 +151,15 @@ class OutputConfig:
 
 @dataclass(frozen=True)
 class RuntimeConfig:
-    """Local. How a rank spends its cores and waits: prefetching, progress polls, the watchdog."""
+    """Local. Where a rank computes, how it spends its cores and waits: prefetching, progress polls,
+    the watchdog."""
+
+    device: str = option("cpu", "where the model computes: cuda puts the model, its optimizer state and every "
+                         "batch's blocks, features and labels on one GPU per rank (the GPU of index local rank "
+                         "modulo visible GPUs; ranks may share one), while sampling and the feature gather stay on "
+                         "the CPU, the copy to the GPU overlapping the previous step (hpcgnn.training.device); the "
+                         "layers then take --kernels torch; auto: cuda where torch sees a GPU, else cpu",
+                         choices=DEVICES)
 
     prefetch: int = option(-1, "batches sampled ahead on a background thread (0: none; default: 2 when each rank "
                            "has a spare core, else 0, since the thread then only competes with the model)",
@@ -242,6 +252,8 @@ def build_parser():
     p.add_argument("--task", choices=tuple(TASKS), default="node",
                    help="; ".join(f"{name}: {task.summary}" for name, task in TASKS.items()))
     add_options(p.add_argument_group("model"), ModelConfig)
+    if _has_kernels():
+        p.set_defaults(kernels=None)  # not given: the device decides (settle_kernels)
     add_sampler_arguments(p.add_argument_group("sampler"))
     add_options(p.add_argument_group("optimizer"), OptimizerConfig)
     add_options(p.add_argument_group("evaluation"), EvaluationConfig)
@@ -316,9 +328,32 @@ def train_config(values, where=None, strict=True) -> TrainConfig:
         optimizer=options_from(OptimizerConfig, values), evaluation=options_from(EvaluationConfig, values),
         output=options_from(OutputConfig, values),
         runtime=options_from(RuntimeConfig, values, plugins=tuple(values.get("plugins", ()))))
+    config = settle_kernels(config, values.get("kernels"), where)
     check_requirements(config, spec, where)
     check_settings(config, task, where)
     return config
+
+
+def _has_kernels() -> bool:
+    return any(f.name == "kernels" for f, _ in declared(ModelConfig))
+
+
+def settle_kernels(config, kernels, where=None) -> TrainConfig:
+    """Local. ``config`` with ``--device auto`` resolved on this process and the layers' kernels
+    settled: ``kernels`` as given, else the torch kernels on a GPU and the model's default on the
+    CPU; the compiled kernels on a GPU are refused in one line."""
+    from hpcgnn.training.device import device_name  # deferred: imports this module
+
+    device = device_name(config.runtime.device)
+    config = replace(config, runtime=replace(config.runtime, device=device))
+    if not _has_kernels():
+        return config
+    if kernels is None:
+        kernels = "torch" if device == "cuda" else (ModelConfig().kernels or "compiled")
+    elif device == "cuda" and kernels == "compiled":
+        raise InputError(where, "the compiled kernels run on the CPU only: on --device cuda the layers take their "
+                         "torch kernels (leave --kernels out, or give --kernels torch)", "--kernels", kernels)
+    return replace(config, model=replace(config.model, kernels=kernels))
 
 
 def refuse_foreign_options(values, spec, task):
@@ -392,6 +427,10 @@ def check_settings(config, task, where=None):
         raise InputError(where, f"is {other}", "--metric", evaluation.metric)
     if (output.resume or output.checkpoint_every) and not output.checkpoint_dir:
         raise InputError(where, "--resume and --checkpoint-every need --checkpoint-dir", "--checkpoint-dir")
+    if config.runtime.device == "cuda":
+        from hpcgnn.training.device import refuse_on_device  # deferred: imports this module
+
+        refuse_on_device(config, where)
 
 
 def stored_config(record, where=None) -> TrainConfig:
@@ -566,6 +605,9 @@ class EvaluateConfig:
     watchdog_s: float = option(DEFAULT_TIMEOUT_S, "end the job, naming the ranks at fault, when some rank makes no "
                                "progress (no inference batch) for this many seconds (0: never; default "
                                f"{DEFAULT_TIMEOUT_S:g})", type=WATCHDOG_S)
+    device: str = option("cpu", "where inference computes: cuda (one GPU per rank, as hpcgnn train --device cuda; "
+                         "the layers take their torch kernels), cpu, or auto (cuda where torch sees a GPU); a "
+                         "checkpoint scores alike on either, whichever device trained it", choices=DEVICES)
 
 
 def build_evaluate_parser():

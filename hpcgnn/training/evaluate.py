@@ -28,9 +28,10 @@ from hpcgnn.training.checkpoint import (
     settings_view,
 )
 from hpcgnn.training.config import EvaluateConfig, TrainConfig, stored_config
+from hpcgnn.training.device import place_rank
 from hpcgnn.training.early_stop import selection_key
 from hpcgnn.training.outputs import InferenceOutputs
-from hpcgnn.training.session import EMBEDDING_NAME
+from hpcgnn.training.session import EMBEDDING_NAME, use_kernels
 
 
 def _saved_run(state, path, graph) -> tuple[TrainConfig, DatasetFacts]:
@@ -73,6 +74,7 @@ def evaluate_checkpoint(options: EvaluateConfig, comm) -> dict:
         raise InputError(options.checkpoint, "checkpoint not found", "--checkpoint")
     path, which = chosen_checkpoint(options.checkpoint, options.latest)
     state = load_checkpoint(path)  # refused before the dataset is opened if it is not plain data
+    placement = place_rank(options.device, comm)  # tensors load on the CPU; the model then moves here
     log = StageLog("evaluate", enabled=comm.rank == 0)  # a line per stage: large graphs take minutes
     if comm.rank == 0:
         print(f"evaluate: scoring {path}, epoch {state['epoch']} "
@@ -90,6 +92,9 @@ def evaluate_checkpoint(options: EvaluateConfig, comm) -> dict:
                                 os.path.join(options.data, "meta.json"))
     config = replace(config, evaluation=replace(config.evaluation, metric=metric))
     model = _checkpoint_model(task, config, facts, state, path, options.precision)
+    if placement.cuda:
+        use_kernels(model, "torch")  # the compiled kernels run on the CPU only
+    model.to(placement.device)
     embedding = None
     if config.input.embed_dim:  # the learnable node embedding: this rank's shard beside the checkpoint
         embedding = DistEmbedding(graph.num_nodes, config.input.embed_dim, name=EMBEDDING_NAME, comm=comm,

@@ -24,6 +24,14 @@ Both compressions keep error feedback: what a rank did not send this step (the r
 the entries left out) is added to its next step's gradient, so over the steps every gradient is
 sent in full (their sum is exactly what was sent plus the residual still held).
 
+On a GPU (``--device cuda``) the flat buffer lives on the device. MPI reads host memory unless
+the library is CUDA-aware (:func:`hpcgnn.training.device.cuda_aware_mpi`): the blocking scheme
+copies the buffer into a pinned host mirror, reduces it there and copies it back; the
+overlapping scheme does so per bucket, each bucket's copy started on the compute stream as soon
+as backward completes it and its Allreduce started once the copy is done; the compressions work
+on the host mirror. With a CUDA-aware MPI the plain and overlapping schemes hand MPI the device
+memory itself, once the stream has produced it.
+
 Bytes on the wire (``bytes_per_step``): what each rank sends per step by the reduction's
 algorithmic volume: ``2 (P-1)/P n b`` for an Allreduce of ``n`` values of ``b`` bytes (the
 bandwidth-optimal reduce-scatter + allgather that MPI libraries use for large buffers), and
@@ -44,11 +52,21 @@ _DEFAULT_BUCKET_MB = 1.0
 
 
 class FlatGradients:
-    """Local. Every parameter's ``.grad`` is a view into one buffer, so a step needs one Allreduce."""
+    """Local. Every parameter's ``.grad`` is a view into one buffer, so a step needs one Allreduce.
 
-    def __init__(self, model):
+    The buffer lives where the parameters do. ``host`` is what MPI reads: the buffer itself on
+    the CPU, a pinned host mirror of it on a GPU. ``cuda_aware``: MPI may read the device buffer
+    itself (the plain and overlapping schemes then skip the mirror).
+    """
+
+    def __init__(self, model, cuda_aware=False):
         self.params = [p for p in model.parameters() if p.requires_grad]
-        self.buffer = torch.zeros(sum(p.numel() for p in self.params))
+        device = self.params[0].device if self.params else torch.device("cpu")
+        n = sum(p.numel() for p in self.params)
+        self.buffer = torch.zeros(n, device=device)
+        self.on_device = device.type != "cpu"
+        self.cuda_aware = bool(cuda_aware) and self.on_device
+        self.host = torch.empty(n, pin_memory=True) if self.on_device else self.buffer
         self.offsets = []
         offset = 0
         for p in self.params:
@@ -59,6 +77,26 @@ class FlatGradients:
     def zero(self):
         """Local. Zero every gradient at once."""
         self.buffer.zero_()
+
+    def pull(self) -> torch.Tensor:
+        """Local. The gradient in host memory (``host``): on a GPU copied there first, once the
+        stream has computed it."""
+        if self.on_device:
+            self.host.copy_(self.buffer)
+        return self.host
+
+    def push(self):
+        """Local. Back onto the device what was reduced in ``host`` (nothing on the CPU)."""
+        if self.on_device:
+            self.buffer.copy_(self.host, non_blocking=True)
+
+    def wire(self):
+        """Local. What the plain reduction hands MPI: the device buffer itself with a CUDA-aware MPI
+        (once the stream has computed it), else the host copy as numpy."""
+        if self.cuda_aware:
+            torch.cuda.current_stream(self.buffer.device).synchronize()
+            return self.buffer
+        return self.pull().numpy()
 
 
 def allreduce_bytes(count, itemsize, ranks) -> int:
@@ -87,7 +125,15 @@ class GradientSync:
 
     def finish(self):
         """Collective over comm. After backward: the buffer holds the mean gradient."""
-        allreduce_(self.grads.buffer.numpy(), self.comm, average=True)
+        grads = self.grads
+        if not grads.on_device:
+            allreduce_(grads.buffer.numpy(), self.comm, average=True)
+            return
+        if self.comm.size > 1:
+            self.comm.Allreduce(mpi().IN_PLACE, grads.wire(), op=mpi().SUM)
+            if not grads.cuda_aware:
+                grads.push()
+        grads.buffer /= self.comm.size
 
     def state(self):
         """Local. What a checkpoint keeps of this rank's scheme: the error-feedback residual, or None."""
@@ -123,11 +169,13 @@ class OverlappedSync(GradientSync):
                 current, size = [], 0
         if current:
             self.buckets.append(current)
-        self.views = []
+        self.views, self.ranges = [], []
         for b, members in enumerate(self.buckets):
             lo = min(grads.offsets[i] for i in members)
             hi = max(grads.offsets[i] + grads.params[i].numel() for i in members)
-            self.views.append(grads.buffer[lo:hi].numpy())
+            self.ranges.append((lo, hi))
+            # what MPI reads: the bucket's host memory, or its device memory with a CUDA-aware MPI
+            self.views.append(grads.buffer[lo:hi] if grads.cuda_aware else grads.host[lo:hi].numpy())
             for i in members:
                 self.bucket_of[i] = b
         self.hooks = [p.register_post_accumulate_grad_hook(self._hook(i)) for i, p in enumerate(grads.params)]
@@ -137,6 +185,26 @@ class OverlappedSync(GradientSync):
     def _reset(self):
         self.pending = [len(m) for m in self.buckets]
         self.requests = []
+        self.copies = []  # on a GPU: per bucket started, the event of its copy off the stream
+
+    def _copied(self, b, wait) -> bool:
+        """On a GPU: whether bucket ``b``'s values are in the memory MPI reads (its copy to the host
+        started first if not yet; ``wait``: until it is). True at once on the CPU."""
+        grads = self.grads
+        if not grads.on_device:
+            return True
+        if len(self.copies) == b:
+            lo, hi = self.ranges[b]
+            stream = torch.cuda.current_stream(grads.buffer.device)
+            if not grads.cuda_aware:
+                grads.host[lo:hi].copy_(grads.buffer[lo:hi], non_blocking=True)
+            done = torch.cuda.Event()
+            done.record(stream)
+            self.copies.append(done)
+        if wait:
+            self.copies[b].synchronize()
+            return True
+        return self.copies[b].query()
 
     def _hook(self, i):
         def on_gradient(_param):
@@ -154,6 +222,8 @@ class OverlappedSync(GradientSync):
             b = len(self.requests)
             if self.pending[b] > 0 and not everything:
                 break
+            if not self._copied(b, wait=everything):
+                break
             self.requests.append(self.comm.Iallreduce(MPI.IN_PLACE, self.views[b], op=MPI.SUM))
         if self.requests:
             MPI.Request.Testall(self.requests)  # MPI progresses a request only inside MPI calls
@@ -167,6 +237,8 @@ class OverlappedSync(GradientSync):
             return
         self._start_ready(everything=True)
         mpi().Request.Waitall(self.requests)
+        if not self.grads.cuda_aware:
+            self.grads.push()
         self.grads.buffer /= self.comm.size
         self.armed = False
         self._reset()
@@ -198,7 +270,7 @@ class Bf16Sync(GradientSync):
         self.received = np.empty((comm.size, self.piece), dtype=np.int16)
 
     def finish(self):
-        g = self.grads.buffer
+        g = self.grads.pull()
         n = g.numel()
         g += self.residual
         self.wire[:n].copy_(g)
@@ -209,6 +281,7 @@ class Bf16Sync(GradientSync):
             mine = torch.from_numpy(self.received).view(torch.bfloat16).float().sum(0).to(torch.bfloat16)
             self.comm.Allgather(mine.view(torch.int16).numpy(), pieces)
         torch.div(self.wire[:n].float(), self.comm.size, out=g)
+        self.grads.push()
 
 
 class TopkSync(GradientSync):
@@ -222,7 +295,7 @@ class TopkSync(GradientSync):
         self.residual = torch.zeros(n)
 
     def finish(self):
-        g = self.grads.buffer
+        g = self.grads.pull()
         g += self.residual
         index = torch.topk(g.abs(), self.k, sorted=False).indices
         values = g[index]
@@ -238,6 +311,7 @@ class TopkSync(GradientSync):
         all_index = torch.from_numpy(np.ascontiguousarray(every[:, :self.k]).view(np.int32).reshape(-1)).long()
         g.index_add_(0, all_index, torch.from_numpy(np.ascontiguousarray(every[:, self.k:]).reshape(-1)))
         g /= self.comm.size
+        self.grads.push()
 
 
 def build_sync(grads, comm, compress="none", overlap=False, bucket_mb=_DEFAULT_BUCKET_MB) -> GradientSync:

@@ -16,6 +16,7 @@ import torch
 
 from hpcgnn.nn.aggregate import precision_note
 from hpcgnn.runtime.collectives import allreduce_
+from hpcgnn.runtime.comm import mpi
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.watchdog import Watchdog, beat, waiting_in
 from hpcgnn.sampling import sampler_spec
@@ -24,6 +25,7 @@ from hpcgnn.tasks.inference import input_rows, model_inputs
 from hpcgnn.tasks.metrics import metric_key
 from hpcgnn.training.checkpoint import prepare_directory, resume_session, save_session
 from hpcgnn.training.config import TrainConfig
+from hpcgnn.training.device import cuda_memory_peak_mib
 from hpcgnn.training.early_stop import EarlyStopping, selected, selection_key
 from hpcgnn.training.lock import checkpoint_lock
 from hpcgnn.training.plots import plot_history
@@ -54,7 +56,7 @@ def train_step(session: Session, batch, scale=1.0, first=True, last=True) -> Ste
     t0 = time.perf_counter()
     if first:
         session.grads.zero()
-    x = model_inputs(batch.feat, session.embedding, batch.input_gids)
+    x = model_inputs(batch.feat, session.embedding, batch.input_gids, session.device)
     if session.control is not None:
         session.control.fill(batch)  # VR-GCN: the history terms, as the last step left them
     out = session.model(batch.blocks, x, batch.input_degree)
@@ -63,6 +65,7 @@ def train_step(session: Session, batch, scale=1.0, first=True, last=True) -> Ste
     loss, correct, seen = session.loss.batch(out, batch)
     session.sync.arm(last)
     (loss * scale if scale != 1.0 else loss).backward()
+    finish_queued(session.device)  # a GPU runs the step behind the host: its time is the compute's
     t1 = time.perf_counter()
     if not last:
         return StepResult(float(loss.detach()) * seen, correct, seen, t1 - t0, 0.0)
@@ -73,6 +76,12 @@ def train_step(session: Session, batch, scale=1.0, first=True, last=True) -> Ste
     if session.embed_optimizer is not None:
         session.embed_optimizer.step()  # collective: every rank takes the same number of steps
     return StepResult(float(loss.detach()) * seen, correct, seen, (t1 - t0) + (time.perf_counter() - t2), t2 - t1)
+
+
+def finish_queued(device):
+    """Local. Wait until ``device`` has run the work queued on it (nothing to wait for on the CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def micro_batch_role(i, num_batches, accumulate) -> tuple[float, bool, bool]:
@@ -90,10 +99,12 @@ def train_epoch(session: Session, epoch, show_progress=False) -> dict:
     session.model.train()
     totals = np.zeros(3)
     compute_s = allreduce_s = 0.0
+    reset_memory_peak(session.device)
     t_epoch = time.perf_counter()
     accumulate = session.config.optimizer.accumulate
     beat(f"epoch {epoch + 1} step 1 (loading the batch)")
-    for i, batch in enumerate(progress(session.loader, len(session.loader), epoch, show_progress)):
+    batches = session.stage(session.loader)  # on a GPU: each batch copied there a step ahead
+    for i, batch in enumerate(progress(batches, len(session.loader), epoch, show_progress)):
         beat(f"epoch {epoch + 1} step {i + 1}")
         step = train_step(session, batch, *micro_batch_role(i, len(session.loader), accumulate))
         if not math.isfinite(step.loss_sum):
@@ -107,11 +118,19 @@ def train_epoch(session: Session, epoch, show_progress=False) -> dict:
     average_buffers(session.model, session.comm)
     epoch_time = time.perf_counter() - t_epoch
     stats = session.loader.stats
-    phases = {"sample": stats.sample_s, "gather": stats.gather_s, "compute": compute_s, "allreduce": allreduce_s,
-              "wait": stats.wait_s}
+    phases = {"sample": stats.sample_s, "gather": stats.gather_s, "copy": session.stage.copy_s, "compute": compute_s,
+              "allreduce": allreduce_s, "wait": stats.wait_s}
     record = epoch_record(session.comm, epoch + 1, totals, epoch_time, phases, stats, steps=len(session.loader))
     record["grad_bytes_per_step"] = session.sync.bytes_per_step
+    if session.device.type == "cuda":
+        record["gpu_memory_peak_MiB"] = session.comm.allreduce(cuda_memory_peak_mib(session.device), op=mpi().MAX)
     return record
+
+
+def reset_memory_peak(device):
+    """Local. Start measuring ``device``'s memory peak anew (a GPU's; nothing on the CPU)."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
 
 
 def average_buffers(model, comm):
@@ -125,7 +144,7 @@ def average_buffers(model, comm):
     buffers = [b for b in model.buffers() if b.is_floating_point()]
     if not buffers or comm.size == 1:
         return
-    flat = torch.cat([b.detach().reshape(-1) for b in buffers]).to(torch.float64)
+    flat = torch.cat([b.detach().reshape(-1) for b in buffers]).to(torch.float64).cpu()  # MPI reads host memory
     allreduce_(flat.numpy(), comm, average=True)
     offset = 0
     for b in buffers:
@@ -157,7 +176,8 @@ def start_line(session) -> str:
     return (f"hpcgnn train: {graph.name} {graph.num_nodes:,} nodes {graph.num_edges:,} edges, {session.comm.size} "
             f"ranks, {model.model} {model.layers}x{model.hidden}, {sampling}, {len(session.loader)} steps/epoch, "
             f"{session.task.describe(config, session.facts)}, {precision_note(model.precision)}, "
-            f"prefetch {session.decided['prefetch']}, {session.decided['threads']} torch threads per rank")
+            f"prefetch {session.decided['prefetch']}, {session.decided['threads']} torch threads per rank"
+            + (f", {session.placement.note}" if session.device.type != "cpu" else ""))
 
 
 def run(config: TrainConfig, comm):

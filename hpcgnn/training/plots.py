@@ -42,7 +42,7 @@ def plot_history(history, directory):
     fig, ax = plt.subplots(figsize=(6, 4))
     bottom = [0.0] * len(per_rank)
     for phase in PHASES:
-        values = [p[phase] for p in per_rank]
+        values = [p.get(phase, 0.0) for p in per_rank]
         ax.bar(range(len(per_rank)), values, bottom=bottom, label=phase)
         bottom = [b + v for b, v in zip(bottom, values)]
     # room above the tallest stack for the legend, which would otherwise cover it

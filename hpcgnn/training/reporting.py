@@ -28,8 +28,9 @@ from hpcgnn.runtime.comm import mpi
 from hpcgnn.runtime.files import write_error
 from hpcgnn.tasks.metrics import EXTRA_KEYS, LINK_METRICS, metric_key
 
-#: where an epoch's time goes, per rank: the loader's phases, then the step's
-PHASES = ("sample", "gather", "compute", "allreduce", "wait")
+#: where an epoch's time goes, per rank: the loader's phases, the device stage's (copy: staging each
+#: batch for the GPU; 0 on the CPU), then the step's
+PHASES = ("sample", "gather", "copy", "compute", "allreduce", "wait")
 _METRICS_FORMAT = "hpcgnn-metrics"
 _METRICS_VERSION = 1
 #: what the dataset decides (hpcgnn.tasks.DatasetFacts), recorded apart from the run's settings
@@ -48,7 +49,12 @@ EPOCH_FIELDS = {
     "efficiency": "mean over ranks of busy time (epoch time minus gradient Allreduce) / epoch_time_s; "
                   "1.0 means no rank waited for another",
     "load_balance": "mean / max over ranks of busy time; 1.0 means every rank had the same work",
-    "phases_s": "per phase (sample, gather, compute, allreduce, wait): [min, max] seconds over ranks",
+    "phases_s": "per phase (sample, gather, copy, compute, allreduce, wait): [min, max] seconds over ranks; copy is "
+                "the trainer's time staging batches for the GPU (packing them into pinned memory and starting "
+                "the copies, which then run beside the compute; 0 on the CPU); on a GPU compute waits for the "
+                "device to finish each step's forward and backward",
+    "gpu_memory_peak_MiB": "--device cuda: the most GPU memory torch's allocator held during the epoch, largest "
+                           "over ranks (MiB)",
     "phases_mean_s": "per phase: mean seconds over ranks",
     "phase_imbalance": "per phase: max / mean over ranks (1.0 is perfect balance; null when no rank spent time)",
     "grad_bytes_per_step": "bytes of gradient each rank sends per optimizer step (--grad-compress; the "
@@ -99,6 +105,7 @@ FINAL_FIELDS = {
     "cache_hit_rate": "median over epochs of cache_hit_rate (runs across machines)",
     "cache_saved_MB": "median over epochs of cache_saved_MB (runs across machines)",
     "peak_rss_MiB": "peak resident memory of every rank, MiB",
+    "gpu_memory_peak_MiB": "--device cuda: the largest epoch record's gpu_memory_peak_MiB",
     "selected_by": "the record key model selection uses (--select): val_<metric> or val_loss",
     "selected_epoch": "epoch of the best selected_by value: the selected model",
     "selected_{split}_{metric}": "that epoch's values; selected_test_* are the run's headline figures",
@@ -213,7 +220,11 @@ def final_record(comm, history, epochs, run_time_s=None, metric="acc") -> dict:
     final.update(_last_link_values(history))
     final.update(metric_selection(history, metric))
     if history:
-        final["phases_s"] = {k: float(np.median([r["phases_s"][k][1] for r in history])) for k in PHASES}
+        # records of earlier releases (a resumed run's history) have no copy phase
+        final["phases_s"] = {k: float(np.median([r["phases_s"].get(k, (0.0, 0.0))[1] for r in history]))
+                             for k in PHASES}
+        if any(r.get("gpu_memory_peak_MiB") for r in history):
+            final["gpu_memory_peak_MiB"] = max(r.get("gpu_memory_peak_MiB", 0.0) for r in history)
         if all(r.get("network_MB") for r in history):  # traffic between nodes: the job spans nodes
             for key in ("network_MB", "cache_hit_rate", "cache_saved_MB"):
                 final[key] = float(np.median([r[key] for r in history]))
@@ -287,7 +298,7 @@ def _epoch_line(record) -> str:
     """Local. One console line: loss, accuracies, training time, evaluation time, parallel
     efficiency, min/max seconds of each phase."""
     ph = record["phases_s"]
-    parts = " ".join(f"{k} {ph[k][0]:.2f}/{ph[k][1]:.2f}" for k in PHASES)
+    parts = " ".join(f"{k} {ph[k][0]:.2f}/{ph[k][1]:.2f}" for k in PHASES if k != "copy" or ph[k][1] > 0)
     acc = "".join(f" {k} {record[k]:.4f}" for k in ("val_acc", "test_acc") + _METRIC_LINE_KEYS
                   if record.get(k) is not None)
     evaluation = f" eval {record['eval_time_s']:.2f}s" if record.get("eval_time_s") is not None else ""

@@ -18,6 +18,7 @@ from hpcgnn.format import ondisk
 from hpcgnn.format.schema import typed_field_name
 from hpcgnn.graph import DistGraph
 from hpcgnn.graph.feature_scale import scale_features
+from hpcgnn.loading.device_stage import DeviceStage
 from hpcgnn.nn import seed_dropout
 from hpcgnn.runtime.collectives import broadcast_, fail_together
 from hpcgnn.runtime.comm import cores_per_rank
@@ -29,6 +30,7 @@ from hpcgnn.tasks import DatasetFacts, Task, task_named
 from hpcgnn.training.checkpoint import dataset_identity
 from hpcgnn.training.config import TrainConfig
 from hpcgnn.training.control_variate import ControlVariate
+from hpcgnn.training.device import Placement, place_rank
 from hpcgnn.training.gradsync import FlatGradients, GradientSync, build_sync
 
 EMBEDDING_NAME = "node_embedding"
@@ -55,6 +57,12 @@ class Session:
     sync: GradientSync | None = None  # how the gradient is reduced (default: one blocking Allreduce)
     dataset: dict | None = None  # the dataset's identity, which checkpoints record (checkpoint.dataset_identity)
     decided: dict | None = None  # what the run decided at start: prefetch depth, threads, feature scaling
+    placement: Placement | None = None  # where this rank computes (--device)
+    stage: DeviceStage | None = None  # moves each batch to the device, a step ahead (the identity on the CPU)
+
+    @property
+    def device(self) -> torch.device:
+        return self.placement.device if self.placement is not None else torch.device("cpu")
 
     def close(self):
         """Collective over comm. Free the loader's, the embedding's and the graph's windows."""
@@ -101,8 +109,10 @@ def check_finite(graph, field, comm, fields=None, node_type=None):
 
 
 def open_session(config: TrainConfig, comm) -> Session:
-    """Collective over comm. Load the dataset and build the loader, model and optimizers."""
+    """Collective over comm. Load the dataset and build the loader, model and optimizers (the
+    model and its optimizer state on the run's ``--device``)."""
     runtime = config.runtime
+    placement = place_rank(runtime.device, comm)  # a rank without the GPU asked for stops the job here
     graph = DistGraph(config.input.data, comm,
                       progress_interval=None if runtime.progress_ms < 0 else runtime.progress_ms / 1000)
     check_finite(graph, "feat", comm)
@@ -118,6 +128,8 @@ def open_session(config: TrainConfig, comm) -> Session:
     model = task.build_model(config, facts)
     with torch.no_grad():  # identical starting parameters everywhere
         broadcast_([t.data.numpy() for t in list(model.parameters()) + list(model.buffers())], comm)
+    use_kernels(model, getattr(config.model, "kernels", None))
+    model.to(placement.device)
     spec = sampler_spec(config.sampler.name)
     sampler = spec.build(graph, config.sampler.options,
                          SamplerRun(config.model.layers, config.seed, getattr(model, "needs_degrees", False)))
@@ -128,7 +140,7 @@ def open_session(config: TrainConfig, comm) -> Session:
     # the fused CPU kernel: one pass over all parameters, a third of the foreach version's time
     optimizer = torch.optim.Adam(model.parameters(), lr=config.optimizer.lr,
                                  weight_decay=config.optimizer.weight_decay, fused=True)
-    grads = FlatGradients(model)
+    grads = FlatGradients(model, placement.cuda_aware)
     embedding = embed_optimizer = None
     if config.input.embed_dim:
         embedding = DistEmbedding(graph.num_nodes, config.input.embed_dim, name=EMBEDDING_NAME, comm=comm,
@@ -136,11 +148,31 @@ def open_session(config: TrainConfig, comm) -> Session:
         embed_optimizer = SparseAdam([embedding], lr=config.input.embed_lr)
     _seed_rank_streams(config.seed, comm.rank)
     loss = task.build_loss(model, graph, config, facts)
+    if getattr(loss, "weight", None) is not None:  # class weights, indexed by the labels on the device
+        loss.weight = loss.weight.to(placement.device)
     sync = build_sync(grads, comm, config.optimizer.grad_compress, config.optimizer.overlap,
                       config.optimizer.bucket_mb)
     return Session(comm, graph, loader, model, grads, optimizer, embedding, embed_optimizer, config, facts, task,
                    loss, control, sync, dataset_identity(graph, comm),
-                   dict(scaled, prefetch=prefetch, threads=threads, ranks=comm.size))
+                   dict(scaled, prefetch=prefetch, threads=threads, ranks=comm.size, device=str(placement.device),
+                        gpus_shared_by=placement.sharing),
+                   placement, staged(placement.device, loader))
+
+
+def staged(device, loader) -> DeviceStage:
+    """Local. The stage that moves ``loader``'s batches to ``device`` (the identity on the CPU)."""
+    stage = DeviceStage(device)
+    stage.prepare(loader)
+    return stage
+
+
+def use_kernels(model, kernels):
+    """Local. Give ``model``'s layers the ``--kernels`` asked for (None: as built)."""
+    if kernels is None:
+        return
+    from hpcgnn.nn.kernels import set_kernels  # deferred: only runs that choose their kernels need it
+
+    set_kernels(model, kernels)
 
 
 def thread_plan(prefetch, cores) -> tuple[int, int]:
