@@ -14,9 +14,6 @@ import ctypes
 
 import numpy as np
 
-# METIS itself is the C library inside pymetis's extension module (see part_graph_kway)
-import pymetis._internal as metis_extension
-
 _METIS_OK = 1
 _ERRORS = {-2: "METIS rejected its input", -3: "METIS ran out of memory", -4: "METIS failed"}
 
@@ -26,6 +23,10 @@ _OPTION_SEED = 8  # METIS 5.1 option layout (pymetis.options_indices.SEED)
 
 
 def _library():
+    # METIS itself is the C library inside pymetis's extension module (see part_graph_kway); imported
+    # on first use, so that training and the other partitioning methods run where pymetis is missing
+    import pymetis._internal as metis_extension
+
     lib = ctypes.CDLL(metis_extension.__file__)
     lib.METIS_PartGraphKway.restype = ctypes.c_int
     lib.METIS_PartGraphKway.argtypes = [ctypes.c_void_p] * 13
