@@ -12,6 +12,10 @@ from hpcgnn.runtime.options import option
 
 #: the layers' arithmetic (hpcgnn.nn.models.PRECISIONS)
 PRECISIONS = ("fp32", "bf16")
+#: the layers' kernels on the CPU (hpcgnn.nn.kernels.KERNELS)
+KERNELS = ("compiled", "torch")
+#: what R-GCN's input is for node types without features (``--featureless``)
+FEATURELESS = ("shared", "relational")
 _DROPOUT = Domain(float, ge=0, lt=1)
 
 
@@ -35,6 +39,12 @@ class ModelConfig:
                               choices=("basis", "block", "none"))
     bases: int = option(0, "R-GCN: shared matrices of --regularizer basis (0: one per relation) or diagonal blocks "
                         "of --regularizer block", type=Domain(int, ge=0, le=MAX_WIDTH))
+    featureless: str = option("shared", "R-GCN on a typed graph: the input of node types without features. shared: "
+                              "one learned embedding row per node (--embed-dim wide), mapped by each W_r like "
+                              "features; relational: R-GCN's featureless input layer, a learned row of (relations + "
+                              "1) x --hidden per node (one --hidden slice per relation, averaged over the node's "
+                              "neighbours along it, and one for its own term), (relations + 1) times the embedding's "
+                              "memory", choices=FEATURELESS)
     no_self_loop: bool = option(False, "R-GCN and R-GAT: leave out each node's own term W_0 h_i (MLPerf's R-GAT "
                                 "has none)")
     dropout: float = option(0.5, "between layers", type=_DROPOUT)
@@ -43,3 +53,6 @@ class ModelConfig:
     precision: str = option("fp32", "the layers' arithmetic: bf16 runs GEMMs, activations and aggregations in "
                             "bfloat16 (float32 weights, optimizer state, losses and reductions; AMX and AVX512-BF16 "
                             "where the CPU has them)", choices=PRECISIONS)
+    kernels: str = option("compiled", "the aggregation, attention and dropout kernels on the CPU: compiled (hpcgnn's "
+                          "own) or torch (torch operations, the GPU's path, the same results within float rounding)",
+                          choices=KERNELS)

@@ -42,6 +42,9 @@ class RelationalAdjacency:
         Number of pair rows of every relation (the destinations that have its edges).
     present : list[int]
         The relations with at least one edge in the block.
+    row_indptr : numpy int64 [P + 1]; edge_src, edge_rel : numpy int64 [E]; edge_weight : numpy float32 [E]
+        The edges in pair-row order: pair row ``k``'s are ``row_indptr[k]:row_indptr[k + 1]``,
+        with their source positions, relations and mean weights ``1 / c_{i,r}``.
     mean : CSR [P x num_src]
         Pair row ``(r, i)``'s entries are destination ``i``'s ``r``-edges, values ``1 / c_{i,r}``
         (``c_{i,r}``: its sampled ``r``-edges): R-GCN's per-relation mean.
@@ -77,7 +80,7 @@ class RelationalAdjacency:
         # the edges of sorted pair k are starts[by_relation[k]] + 0, 1, ...: one vectorised permutation
         edge_order = np.repeat(starts[by_relation] - rows_indptr[:-1], counts_sorted) + np.arange(edges)
         self.edge_src = src[edge_order]
-        self._edge_rel = np.repeat(pair_rel[by_relation], counts_sorted)
+        self.edge_rel = np.repeat(pair_rel[by_relation], counts_sorted)
         self.row_indptr = rows_indptr
         self.pair_dst = torch.from_numpy(pair_dst[by_relation])
         self.pair_rel = torch.from_numpy(pair_rel[by_relation])
@@ -217,6 +220,8 @@ class RGCNConv(nn.Module):
             return self.weight
 
     def forward(self, block, h_src):
+        if isinstance(h_src, ProjectedRows) and h_src.relational_types:
+            return self._forward_featureless(block, h_src)
         if isinstance(h_src, ProjectedRows):
             out = self._forward_projected(block, h_src)
             if out is not None:
@@ -290,6 +295,78 @@ class RGCNConv(nn.Module):
         return out if self.bias is None else out + self.bias.to(out.dtype)
 
 
+    def _forward_featureless(self, block, x):
+        """The input layer over rows some of whose types have no features and carry per-relation
+        rows instead (``x.relational_types``: ``--featureless relational``).
+
+        Such a node ``j`` brings ``num_relations + 1`` slices of ``out_features``: slice ``r`` is
+        its message ``W_r e_j`` along relation ``r`` and the last slice its own term ``W_0 e_j``,
+        where ``e_j`` is R-GCN's one-hot input; the layer adds them as R-GCN does (the mean of a
+        destination's ``r``-neighbours' slices ``r``, its own last slice, the bias), without a
+        one-hot row or a ``W_r`` ever formed. A featured type's rows are mapped as in
+        :meth:`_forward_projected` (``W_r P_t`` on the mean of the unprojected rows, plus ``W_r c_t``
+        weighted by the share of the mean its sources hold), so a relation may read sources of
+        several types. Every (pair row or own row, source) entry is summed once per source type:
+        one product per featureless type over all relations, one per featured type."""
+        adj = relational_adjacency(block, self.num_relations)
+        slices, width = self.num_relations + 1, self.out_features
+        for t in x.relational_types:
+            if x.rows[t].shape[1] != slices * width:
+                raise ValueError(f"node type {t}: per-relation rows of width {x.rows[t].shape[1]} for a layer of "
+                                 f"{self.num_relations} relations and width {width} (want {slices * width})")
+        num_dst, num_pairs = adj.num_dst, adj.num_pairs
+        own = num_dst if self.loop_weight is not None else 0
+        # every entry: the pair rows' edges (relation-major), then each destination's own row
+        counts = np.diff(adj.row_indptr)
+        entry_row = np.concatenate([np.repeat(np.arange(num_pairs, dtype=np.int64), counts),
+                                    num_pairs + np.arange(own, dtype=np.int64)])
+        entry_src = np.concatenate([adj.edge_src, np.arange(own, dtype=np.int64)])
+        entry_slot = np.concatenate([adj.edge_rel, np.full(own, self.num_relations, dtype=np.int64)])
+        entry_weight = np.concatenate([adj.edge_weight, np.ones(own, np.float32)])
+        entry_type = x.types_array[entry_src]
+        entry_local = x.type_local[entry_src]
+        num_rows = num_pairs + own
+        segments = adj.relation_rows + ([own] if own else [])
+        dtype = torch.bfloat16 if torch.is_autocast_enabled("cpu") else torch.float32
+        total = None
+        weights = None
+        for t in np.unique(entry_type):
+            at = np.flatnonzero(entry_type == t)
+            rows_of = np.bincount(entry_row[at], minlength=num_rows)
+            indptr = np.concatenate([[0], np.cumsum(rows_of)]).astype(np.int64)
+            rows = x.rows[int(t)]
+            if int(t) in x.relational_types:
+                matrix = CSR(indptr, entry_local[at] * slices + entry_slot[at], entry_weight[at],
+                             rows.shape[0] * slices)
+                part = spmm(matrix, rows.float().reshape(-1, width))
+            else:
+                if weights is None:
+                    weights = self.relation_weights()
+                aggregated = spmm(CSR(indptr, entry_local[at], entry_weight[at], rows.shape[0]), rows.float())
+                share = torch.from_numpy(np.bincount(entry_row[at], weights=entry_weight[at],
+                                                     minlength=num_rows).astype(np.float32))
+                bounds = np.concatenate([[0], np.cumsum(segments)])
+                pieces = []
+                for k, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
+                    if not rows_of[lo:hi].any():
+                        pieces.append(torch.zeros(hi - lo, width, dtype=dtype))
+                        continue
+                    with torch.autocast("cpu", enabled=False):
+                        weight, bias = x.projection.compose(int(t), weights[k] if k < self.num_relations
+                                                            else self.loop_weight)
+                    piece = linear(aggregated[lo:hi], weight)
+                    if bias is not None:
+                        piece = piece + share[lo:hi, None] * bias.to(piece.dtype)
+                    pieces.append(piece.to(dtype))
+                part = torch.cat(pieces)
+            total = part.to(dtype) if total is None else total + part.to(dtype)
+        if total is None:
+            total = torch.zeros(num_rows, width, dtype=dtype)
+        gather = adj.with_self[1] if own else adj.gather
+        out = spmm(gather, total)
+        return out if self.bias is None else out + self.bias.to(out.dtype)
+
+
 class ProjectedRows:
     """Local. A typed batch's input rows and the per-type projection that maps them to one width,
     not yet applied: an R-GCN input layer reads them as they are (:meth:`RGCNConv._forward_projected`),
@@ -308,6 +385,12 @@ class ProjectedRows:
     @property
     def num_rows(self) -> int:
         return int(self.types.shape[0])
+
+    @functools.cached_property
+    def relational_types(self) -> frozenset:
+        """The types among these rows whose rows are per-relation (the projection's
+        ``featureless_slices``): only R-GCN's input layer reads them."""
+        return frozenset(t for t, n in enumerate(self.counts) if n and t in self.projection.relational_types)
 
     def dense(self) -> torch.Tensor:
         """Local. The projected ``[n, width]`` rows."""

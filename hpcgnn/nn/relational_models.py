@@ -42,6 +42,9 @@ class RGCN(LayerStack):
         first = blocks[0] if blocks else None
         dropped = self.input_dropout.training and self.input_dropout.p > 0
         if isinstance(x, ProjectedRows) and (dropped or getattr(first, "extra_rows", None) is not None):
+            if x.relational_types:
+                raise ValueError("per-relation rows of featureless types (--featureless relational) take no input "
+                                 "dropout and no appended rows")
             x = x.dense()  # the input layer's rows are changed before it reads them
         return super().forward(blocks, x, input_degree)
 
@@ -65,13 +68,30 @@ class RGAT(LayerStack):
 class TypeProjection(nn.Module):
     """Local. The input layer of a typed graph: node type ``t``'s rows (``type_dims[t]`` wide) mapped
     to ``out_dim`` by its own linear map; a type of width 0 (no features) brings its rows already
-    ``out_dim`` wide (learned embeddings) and they pass through unchanged."""
+    ``out_dim`` wide (learned embeddings) and they pass through unchanged.
 
-    def __init__(self, type_dims, out_dim):
+    ``featureless_slices`` > 0 (``--featureless relational``): a type of width 0 brings instead
+    ``featureless_slices`` slices of ``out_dim`` per row (one per relation and one for the node's
+    own term), which only R-GCN's input layer reads
+    (:meth:`~hpcgnn.nn.relational.RGCNConv._forward_featureless`); :meth:`forward` refuses them."""
+
+    def __init__(self, type_dims, out_dim, featureless_slices=0):
         super().__init__()
         self.type_dims = tuple(int(d) for d in type_dims)
         self.out_dim = int(out_dim)
+        self.featureless_slices = int(featureless_slices)
         self.maps = nn.ModuleList([nn.Linear(d, out_dim) if d else nn.Identity() for d in self.type_dims])
+
+    @property
+    def relational_types(self) -> frozenset:
+        """The types whose rows are per-relation slices (none unless ``featureless_slices``)."""
+        if not self.featureless_slices:
+            return frozenset()
+        return frozenset(t for t, d in enumerate(self.type_dims) if not d)
+
+    def featureless_width(self) -> int:
+        """Local. The width of a featureless type's input rows."""
+        return self.out_dim * (self.featureless_slices or 1)
 
     def check(self, types, rows) -> list:
         """Local. The number of positions of every type; ValueError when ``types`` or ``rows`` do
@@ -85,7 +105,7 @@ class TypeProjection(nn.Module):
                 continue
             if t not in rows:
                 raise ValueError(f"{count} rows of node type {t} and no input for them")
-            width = self.type_dims[t] or self.out_dim
+            width = self.type_dims[t] or self.featureless_width()
             if tuple(rows[t].shape) != (count, width):
                 raise ValueError(f"node type {t}: rows of shape {tuple(rows[t].shape)} for {count} positions of width "
                                  f"{width}")
@@ -109,6 +129,10 @@ class TypeProjection(nn.Module):
         ``type -> [n_t, width]``)."""
         types = torch.as_tensor(types, dtype=torch.int64)
         counts = self.check(types, rows)
+        relational = [t for t in self.relational_types if counts[t]]
+        if relational:
+            raise ValueError(f"node type {relational[0]} brings per-relation rows (--featureless relational), which "
+                             "only R-GCN's input layer reads, unprojected")
         projected = [self.maps[t](rows[t].float()) for t, count in enumerate(counts) if count]
         if not projected:
             return torch.zeros(0, self.out_dim)

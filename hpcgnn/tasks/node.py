@@ -49,6 +49,31 @@ def feature_width(graph) -> int:
     return int(graph.ndata["feat"].shape[1]) if "feat" in graph.ndata else 0
 
 
+def relational_embed_dim(config, graph) -> int:
+    """Local. The embedding width of ``--featureless relational``: ``(relations + 1) x --hidden``,
+    R-GCN's input layer's row per featureless node (a ``--hidden`` slice per relation and one for
+    the node's own term; the memory of ``relations + 1`` shared embeddings). Refused in one line
+    naming the flag for a model other than R-GCN, a one-layer model (its input layer's width is the
+    class count), an input dropout (the rows are not features) and another ``--embed-dim``."""
+    model, flag = config.model, "--featureless"
+    if model.model != "rgcn":
+        raise InputError(None, "--featureless relational is R-GCN's input layer for node types without features, "
+                         f"and --model is {model.model}: train --model rgcn, or --featureless shared", flag,
+                         model.featureless)
+    if model.layers is not None and model.layers < 2:
+        raise InputError(None, "--featureless relational needs a hidden layer (its rows are --hidden slices): "
+                         "train with --layers 2 or more, or --featureless shared", flag, model.featureless)
+    if model.input_dropout:
+        raise InputError(None, "--featureless relational learns the rows of featureless types, which take no input "
+                         "dropout: train with --input-dropout 0, or --featureless shared", flag, model.featureless)
+    width = (graph.schema.num_relations + 1) * model.hidden
+    if config.input.embed_dim not in (0, width):
+        raise InputError(None, f"--featureless relational learns a row of (relations + 1) x --hidden = {width} per "
+                         "featureless node: leave --embed-dim unset, or train with --featureless shared",
+                         "--embed-dim", config.input.embed_dim)
+    return width
+
+
 @dataclass(frozen=True)
 class NodeOptions:
     """Local. ``--task node``: the loss's class weights and the cache of other ranks' feature rows."""
@@ -74,7 +99,8 @@ class NodeClassification(Task):
         """Local. What a typed graph settles: batches sampled per relation (``--sampler neighbor``,
         the default, becomes ``relational`` with the same fanouts; a sampler whose batches lose the
         relations is refused), and for node types without features the learned embedding they
-        take as input (``--embed-dim`` defaults to ``--hidden``)."""
+        take as input (``--embed-dim`` defaults to ``--hidden``; with ``--featureless relational``
+        R-GCN's per-relation rows, :func:`relational_embed_dim`)."""
         if not graph.is_typed:
             return config
         name = config.sampler.name
@@ -85,7 +111,11 @@ class NodeClassification(Task):
             raise InputError(os.path.join(config.input.data, "meta.json"), f"the {name} sampler does not keep each "
                              f"edge's relation, and this dataset is typed ({graph.schema.num_relations} relations): "
                              f"train it with --sampler {RELATIONAL}", "--sampler", name)
-        if 0 in type_widths(graph) and not config.input.embed_dim:
+        if 0 not in type_widths(graph):
+            return config
+        if config.model.featureless == "relational":
+            return replace(config, input=replace(config.input, embed_dim=relational_embed_dim(config, graph)))
+        if not config.input.embed_dim:
             config = replace(config, input=replace(config.input, embed_dim=config.model.hidden))
         return config
 
@@ -116,8 +146,11 @@ class NodeClassification(Task):
         if not facts.typed:
             return build_model(config.model, facts.in_dim, facts.num_classes)
         embed = config.input.embed_dim
-        widths = [w if w else (0 if embed == facts.in_dim else embed) for w in facts.type_widths]
         stack = build_model(config.model, facts.in_dim, facts.num_classes, num_relations=facts.num_relations)
+        if config.model.featureless == "relational" and 0 in facts.type_widths:
+            # R-GCN's input layer reads the featureless types' per-relation rows as they are
+            return TypedModel(TypeProjection(facts.type_widths, facts.in_dim, facts.num_relations + 1), stack)
+        widths = [w if w else (0 if embed == facts.in_dim else embed) for w in facts.type_widths]
         return TypedModel(TypeProjection(widths, facts.in_dim), stack)
 
     def build_loader(self, graph, config, sampler, prefetch) -> NodeDataLoader:
