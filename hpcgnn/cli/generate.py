@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import os
 import time
+from typing import NamedTuple
 
 from hpcgnn.format.feat_dtype import FEAT_DTYPES
 from hpcgnn.prep.dist.generate import generate_rmat_file, hetero_spread_graph
@@ -73,13 +74,11 @@ def _build_parser():
                     "graph file (.h5); under mpirun -np K, rmat is drawn and written by the K ranks.",
         epilog=_EXAMPLES)
     kinds = parser.add_subparsers(dest="kind", required=True, metavar="{rmat,sbm,hetero}")
-    for kind, summary, description, homophily_help in (
+    for kind, summary, description in (
             ("rmat", "power-law RMAT graph with planted classes",
-             "Power-law RMAT graph (a,b,c,d = .57,.19,.19,.05) with planted classes.",
-             "probability an edge is planted inside its source's class"),
+             "Power-law RMAT graph (a,b,c,d = .57,.19,.19,.05) with planted classes."),
             ("sbm", "stochastic block model, blocks = classes",
-             "Stochastic block model with equal-size blocks as classes.",
-             "fraction of edges inside a block")):
+             "Stochastic block model with equal-size blocks as classes.")):
         sub = kinds.add_parser(kind, help=summary, description=description, epilog=_EXAMPLES,
                                formatter_class=RawDescriptionDefaultsHelpFormatter)
         sub.add_argument("--nodes", type=Domain(int, ge=1, le=MAX_NODES), required=True, help="number of nodes")
@@ -89,28 +88,69 @@ def _build_parser():
         else:
             sub.add_argument("--avg-degree", type=Domain(float, gt=0, le=MAX_NODES), required=True,
                              help="directed edges per node (edges = round(avg_degree * nodes))")
-        sub.add_argument("--classes", type=Domain(int, ge=1, le=MAX_PARTS), default=10,
-                         help="number of classes (default 10)")
-        sub.add_argument("--homophily", type=Domain(float, ge=0, le=1), default=0.7,
-                         help=f"{homophily_help} (default 0.7)")
-        sub.add_argument("--feat-dim", type=Domain(int, ge=1, le=MAX_WIDTH), default=64,
-                         help="feature width (default 64)")
-        sub.add_argument("--feat-signal", type=Domain(float, ge=0), default=0.15,
-                         help="class centroid scale against unit noise (default 0.15)")
-        sub.add_argument("--split", default="0.6,0.2,0.2", metavar="TRAIN,VAL,TEST",
-                         help="node fractions of the three masks (default 0.6,0.2,0.2)")
-        sub.add_argument("--seed", type=SEED, default=0, help="random seed (default 0)")
+        _add_generator_flags(sub, _GENERATOR_FLAGS[kind])
         if kind == "rmat":
-            sub.add_argument("--chunk-edges", type=Domain(int, ge=1, le=_MAX_CHUNK_EDGES), default=4_000_000,
-                             metavar="N",
-                             help="raw edges per vectorised step; bounds working memory, not the "
-                             "result (default 4000000)")
+            _add_chunk_edges(sub)
         sub.add_argument("--compress", action="store_true",
                          help="compress the arrays (zip for .npz, gzip chunks for .h5; slower)")
         sub.add_argument("--out", required=True,
                          help="output path: .npz, or .h5 for a graph file (the only output under mpirun)")
     _add_hetero(kinds)
     return parser
+
+
+class _GeneratorDefaults(NamedTuple):
+    """Local. One generator kind's defaults and wording of the flags every kind takes; each help
+    states its default through ``%(default)s``."""
+
+    classes: int
+    feat_dim: int
+    classes_help: str
+    homophily_help: str
+    feat_dim_help: str
+    split_help: str
+    seed_help: str
+
+
+_RMAT_FLAGS = _GeneratorDefaults(
+    10, 64, "number of classes (default %(default)s)",
+    "probability an edge is planted inside its source's class (default %(default)s)",
+    "feature width (default %(default)s)", "node fractions of the three masks (default %(default)s)",
+    "random seed (default %(default)s)")
+_GENERATOR_FLAGS = {
+    "rmat": _RMAT_FLAGS,
+    "sbm": _RMAT_FLAGS._replace(homophily_help="fraction of edges inside a block (default %(default)s)"),
+    "hetero": _GeneratorDefaults(
+        19, 128, "number of paper classes (default %(default)s, IGBH's small label set)",
+        "probability an edge of any relation is planted inside its source's class (default %(default)s)",
+        "feature width of every node type (default %(default)s; IGBH's is 1024)",
+        "paper fractions of the three masks (default %(default)s)",
+        "seed of the graph and of METIS (default %(default)s)"),
+}
+
+
+def _add_generator_flags(sub, defaults, before_seed=None):
+    """Local. Add the flags every generator kind takes (--classes, --homophily, --feat-dim,
+    --feat-signal, --split, --seed) to ``sub`` with that kind's ``defaults``; ``before_seed()``
+    adds a kind's own flags where its --help lists them, before --seed."""
+    sub.add_argument("--classes", type=Domain(int, ge=1, le=MAX_PARTS), default=defaults.classes,
+                     help=defaults.classes_help)
+    sub.add_argument("--homophily", type=Domain(float, ge=0, le=1), default=0.7, help=defaults.homophily_help)
+    sub.add_argument("--feat-dim", type=Domain(int, ge=1, le=MAX_WIDTH), default=defaults.feat_dim,
+                     help=defaults.feat_dim_help)
+    sub.add_argument("--feat-signal", type=Domain(float, ge=0), default=0.15,
+                     help="class centroid scale against unit noise (default %(default)s)")
+    sub.add_argument("--split", default="0.6,0.2,0.2", metavar="TRAIN,VAL,TEST", help=defaults.split_help)
+    if before_seed is not None:
+        before_seed()
+    sub.add_argument("--seed", type=SEED, default=0, help=defaults.seed_help)
+
+
+def _add_chunk_edges(sub):
+    """Local. --chunk-edges of the generators that draw RMAT edges in vectorised steps."""
+    sub.add_argument("--chunk-edges", type=Domain(int, ge=1, le=_MAX_CHUNK_EDGES), default=4_000_000, metavar="N",
+                     help="raw edges per vectorised step; bounds working memory, not the result "
+                     "(default %(default)s)")
 
 
 def _add_hetero(kinds):
@@ -127,21 +167,10 @@ def _add_hetero(kinds):
     sub.add_argument("--parts", "-p", type=Domain(int, ge=1, le=MAX_PARTS), default=None,
                      help="number of parts (= ranks of training) of the dataset directory --out; "
                      "without it --out is a typed .npz for hpcgnn partition")
-    sub.add_argument("--classes", type=Domain(int, ge=1, le=MAX_PARTS), default=19,
-                     help="number of paper classes (default 19, IGBH's small label set)")
-    sub.add_argument("--homophily", type=Domain(float, ge=0, le=1), default=0.7,
-                     help="probability an edge of any relation is planted inside its source's class (default 0.7)")
-    sub.add_argument("--feat-dim", type=Domain(int, ge=1, le=MAX_WIDTH), default=128,
-                     help="feature width of every node type (default 128; IGBH's is 1024)")
-    sub.add_argument("--feat-signal", type=Domain(float, ge=0), default=0.15,
-                     help="class centroid scale against unit noise (default 0.15)")
-    sub.add_argument("--split", default="0.6,0.2,0.2", metavar="TRAIN,VAL,TEST",
-                     help="paper fractions of the three masks (default 0.6,0.2,0.2)")
-    sub.add_argument("--add-reverse", action=argparse.BooleanOptionalAction, default=True,
-                     help="add rev_<relation> for every relation (default on, as IGBH training does)")
-    sub.add_argument("--seed", type=SEED, default=0, help="seed of the graph and of METIS (default 0)")
-    sub.add_argument("--chunk-edges", type=Domain(int, ge=1, le=_MAX_CHUNK_EDGES), default=4_000_000, metavar="N",
-                     help="raw edges per vectorised step; bounds working memory, not the result (default 4000000)")
+    _add_generator_flags(sub, _GENERATOR_FLAGS["hetero"], before_seed=lambda: sub.add_argument(
+        "--add-reverse", action=argparse.BooleanOptionalAction, default=True,
+        help="add rev_<relation> for every relation (default on, as IGBH training does)"))
+    _add_chunk_edges(sub)
     sub.add_argument("--method", choices=("metis", "random") + SPREAD_METHODS, default="metis",
                      help="partitioner: metis or random on rank 0, which draws the whole graph; multilevel or ldg "
                      "(hpcgnn partition's) with the graph drawn and partitioned spread over the ranks of mpirun, "
