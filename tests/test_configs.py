@@ -30,7 +30,7 @@ def command_settings(argv):
 
 def test_there_are_recipes():
     names = {os.path.basename(p) for p in CONFIGS}
-    assert {"planetoid-gcn.toml", "shchur-sage.toml", "gae-link.toml"} <= names
+    assert {"planetoid-gcn.toml", "shchur-sage.toml", "gae-link.toml", "typed-rgcn.toml"} <= names
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=os.path.basename)
@@ -41,9 +41,11 @@ def test_every_config_reads_and_passes_trains_checks(path, tmp_path):
     assert config.input.data == str(tmp_path)
 
 
-def accuracy_commands():
-    """bench/accuracy.py's training commands: (model, argv after the module name)."""
-    printed = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "accuracy.py"), "--commands"],
+def accuracy_commands(*datasets):
+    """bench/accuracy.py's training commands (of its default datasets, or of ``datasets``):
+    (model, argv after the module name)."""
+    chosen = ["--datasets", ",".join(datasets)] if datasets else []
+    printed = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "accuracy.py"), "--commands", *chosen],
                              capture_output=True, text=True, timeout=60, check=True).stdout
     commands = []
     for line in printed.split("\n"):
@@ -60,6 +62,14 @@ def test_node_recipes_are_the_accuracy_benchmarks_runs():
     recipe = {"gcn": "planetoid-gcn.toml", "sage": "shchur-sage.toml"}
     for model, argv in commands:
         assert config_settings(os.path.join(ROOT, "configs", recipe[model])) == command_settings(argv), argv
+
+
+def test_typed_recipe_is_the_accuracy_benchmarks_runs_on_both_typed_sets():
+    commands = accuracy_commands("aifb", "dblp")
+    assert [model for model, _ in commands] == ["rgcn", "rgcn"]
+    # one recipe: the same training flags for both sets (beside their data and metrics files)
+    assert command_settings(commands[0][1]) == command_settings(commands[1][1])
+    assert config_settings(os.path.join(ROOT, "configs", "typed-rgcn.toml")) == command_settings(commands[0][1])
 
 
 def test_link_recipe_is_the_link_benchmarks_run():
