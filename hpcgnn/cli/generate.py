@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import time
-from typing import NamedTuple
 
 from hpcgnn.format.feat_dtype import FEAT_DTYPES
 from hpcgnn.prep.dist.generate import generate_rmat_file, hetero_spread_graph
@@ -99,7 +99,8 @@ def _build_parser():
     return parser
 
 
-class _GeneratorDefaults(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class _GeneratorDefaults:
     """Local. One generator kind's defaults and wording of the flags every kind takes; each help
     states its default through ``%(default)s``."""
 
@@ -119,7 +120,7 @@ _RMAT_FLAGS = _GeneratorDefaults(
     "random seed (default %(default)s)")
 _GENERATOR_FLAGS = {
     "rmat": _RMAT_FLAGS,
-    "sbm": _RMAT_FLAGS._replace(homophily_help="fraction of edges inside a block (default %(default)s)"),
+    "sbm": dataclasses.replace(_RMAT_FLAGS, homophily_help="fraction of edges inside a block (default %(default)s)"),
     "hetero": _GeneratorDefaults(
         19, 128, "number of paper classes (default %(default)s, IGBH's small label set)",
         "probability an edge of any relation is planted inside its source's class (default %(default)s)",
