@@ -16,8 +16,8 @@ Expected under the dataset directory (e.g. ``ogbn_mag/``)::
 Uncompressed ``.csv`` files are accepted too. Node types and relations are taken in sorted
 order, as OGB numbers them. The labelled type is the one with a ``node-label`` file
 (``--target-type`` when several have). OGB stores each relation in one direction (ogbn-mag's
-``cites``, ``writes``, ``affiliated_with``, ``has_topic``): ``--add-reverse`` adds relation
-``rev_<r>`` for each. Other files (``node_year``, ``edge_reltype``) are not read.
+``cites``, ``writes``, ``affiliated_with``, ``has_topic``; ``--add-reverse`` and the reader's
+other arguments: :mod:`~hpcgnn.prep.read.typed_common`). Other files (``node_year``, ``edge_reltype``) are not read.
 """
 from __future__ import annotations
 
@@ -110,10 +110,8 @@ def read_ogb_hetero(path, split=None, target_type=None, add_reverse=False, name=
         The dataset directory (or its ``raw/``).
     split : str, optional
         Split scheme under ``split/`` (``--ogb-split``).
-    target_type : str, optional
-        The labelled type when several have labels (``--target-type``).
-    add_reverse : bool
-        Add relation ``rev_<r>`` for every relation (``--add-reverse``).
+    target_type, add_reverse, name :
+        As every typed reader takes them (:mod:`~hpcgnn.prep.read.typed_common`).
 
     Returns
     -------

@@ -1,6 +1,21 @@
 """What the typed readers share: relation names made from foreign names, the validation part
 held out of a training set, and split masks from id lists.
 
+Every typed reader (:mod:`~hpcgnn.prep.read.typed_npz`, :mod:`~hpcgnn.prep.read.typed_mat`,
+:mod:`~hpcgnn.prep.read.ogb_hetero`, :mod:`~hpcgnn.prep.read.magnn`,
+:mod:`~hpcgnn.prep.read.rdf`) returns a typed graph (:func:`~hpcgnn.prep.typed.typed_graph`:
+input ids numbered type by type, edges relation by relation, labels and masks on one node
+type, the labelled type), its module docstring saying how the layout names the node types and
+relations and where the labels and split come from. The arguments they have in common mean the
+same in each:
+
+- ``add_reverse`` (``--add-reverse``): add relation ``rev_<r>`` (destination -> source) for
+  every relation ``r``, for layouts that store each relation in one direction only.
+- ``target_type`` (``--target-type``): the labelled type, when the files leave more than one
+  type that could be it; a name that is no node type is refused naming the types there are.
+- ``name``: the graph's name; default the file's name without its extension, or the dataset
+  directory's name.
+
 The held-out validation part (:func:`hold_out_validation`) serves the layouts whose files give
 a training set and a test set only (the R-GCN entity-classification files, HGB's
 ``label.dat``): a seeded, stratified fraction of the training ids (``--val-fraction``, seeded

@@ -6,8 +6,8 @@ letters: ``PvsA``, ``AvsF``) is a relation from node type ``X`` to node type ``Y
 values ignored. The relation is named as the variable, the node types by the letters; a type's
 count is the matching side of its matrices, which must agree, and a letter that no relation
 uses (``C`` of a ``PvsC`` read as labels) names no node type. Variables of other names
-(``CNormPvsA``, name cells such as ``P``) are not read. HAN's files store each relation once:
-``--add-reverse`` adds ``rev_<XvsY>`` (``Y`` -> ``X``) for each.
+(``CNormPvsA``, name cells such as ``P``) are not read. HAN's files store each relation once
+(``--add-reverse`` adds ``rev_<XvsY>``, ``Y`` -> ``X``: :mod:`~hpcgnn.prep.read.typed_common`).
 
 Labels (``--mat-labels NAME``, else a variable named ``label(s)``, ``gnd``, ``y``, ...) are a
 vector of class codes (numbered 0..C-1 in ascending order of the codes, ``notes['class_names']``)
@@ -112,10 +112,9 @@ def read_typed_mat(path, labels_var=None, features_var=None, target_type=None, a
         The ``.mat`` file (v4 to v7.3).
     labels_var, features_var : str, optional
         The label and feature variables (``--mat-labels``, ``--mat-features``).
-    target_type : str, optional
-        The labelled type (a letter of the ``XvsY`` names) when row counts do not tell.
-    add_reverse : bool
-        Add relation ``rev_<XvsY>`` for every relation (``--add-reverse``).
+    target_type, add_reverse, name :
+        As every typed reader takes them (:mod:`~hpcgnn.prep.read.typed_common`); a type is
+        named by its letter of the ``XvsY`` names.
 
     Returns
     -------

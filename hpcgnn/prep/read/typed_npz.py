@@ -15,8 +15,8 @@ digit or ``-``)::
                                       bool [count]: the labelled type's split (required with labels)
 
 Node types and relations keep the archive's order (``np.savez`` writes keyword order); every
-relation name is distinct. ``--add-reverse`` adds ``rev_<r>`` for every relation. Written with
-numpy alone, e.g.::
+relation name is distinct (``--add-reverse`` and the reader's other arguments:
+:mod:`~hpcgnn.prep.read.typed_common`). Written with numpy alone, e.g.::
 
     np.savez("g.npz", **{"num_nodes/paper": 3, "num_nodes/author": 2,
                          "edges/author/writes/paper": np.array([[0, 0], [1, 2]]),
@@ -57,8 +57,8 @@ def read_typed_npz(path, add_reverse=False, name=None) -> Graph:
     ----------
     path : str or os.PathLike
         The ``.npz`` file.
-    add_reverse : bool
-        Add relation ``rev_<r>`` for every relation (``--add-reverse``).
+    add_reverse, name :
+        As every typed reader takes them (:mod:`~hpcgnn.prep.read.typed_common`).
 
     Returns
     -------
