@@ -113,11 +113,11 @@ class GpuMonitor:
         return float(np.mean(busy)) if busy else None
 
 
-def partition_all(graph, counts, tag):
+def partition_all(graph, counts):
     """Random partitions of ``graph`` into each of ``counts`` parts, written concurrently; their directories."""
     out, procs = {}, []
     for parts in sorted(set(counts)):
-        path = os.path.join(common.WORK, f"gpu_{tag}_random_{parts}")
+        path = os.path.join(common.WORK, f"gpu_{os.path.splitext(os.path.basename(graph))[0]}_random_{parts}")
         out[parts] = path
         if not os.path.exists(os.path.join(path, "meta.json")):
             procs.append(subprocess.Popen(common.hpcgnn_cmd("partition", graph, "--parts", str(parts), "--symmetrize",
@@ -325,7 +325,6 @@ def main():
     gpu_ranks = [int(x) for x in (args.gpu_ranks or ("1,2" if args.quick else "1,4,8,16")).split(",")]
     precisions = args.precisions.split(",")
     sizes = QUICK if args.quick else MEDIUM
-    tag = "quick" if args.quick else "medium"
     common.print_header(f"GPU compute path: GraphSAGE 2x{HIDDEN}, fanouts {','.join(map(str, FANOUTS))}, batch "
                         f"{BATCH}/rank, {args.epochs} epochs, RMAT {sizes[0]:,} nodes {sizes[1]:,} generated edges")
     facts = {"gpu": gpu_name if gpu else "none (--device cpu: the GPU rows ran on the CPU)", "cores": cores,
@@ -335,7 +334,7 @@ def main():
     t0 = time.perf_counter()
     graph = common.ensure_graph(*sizes)
     t_graph = time.perf_counter() - t0
-    parts = partition_all(graph, [cpu_ranks, *gpu_ranks], tag)
+    parts = partition_all(graph, [cpu_ranks, *gpu_ranks])
     t_parts = time.perf_counter() - t0 - t_graph
     print(f"# graph {t_graph:.0f} s, random partitions into {sorted(parts)} parts {t_parts:.0f} s", flush=True)
 
