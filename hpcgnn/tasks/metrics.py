@@ -305,7 +305,8 @@ class TrainingLoss:
 
     def __call__(self, logits, labels):
         """Local. ``(loss, correct, seen)`` of a batch: the loss tensor to back-propagate, and the
-        entries predicted right out of ``seen`` (nodes; multi-label: node-label entries)."""
+        entries predicted right (a tensor: read it after backward, so a GPU step is not waited for
+        before its backward is queued) out of ``seen`` (nodes; multi-label: node-label entries)."""
         from torch.nn import functional as F  # deferred: as in __init__
 
         seen = labels.numel()
@@ -313,13 +314,13 @@ class TrainingLoss:
             return logits.sum() * 0.0, 0.0, 0  # a padding step: no seeds on this rank
         if self.task == "multilabel":
             loss = F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype), pos_weight=self.weight)
-            return loss, float(((logits > 0) == (labels > 0)).sum()), seen
+            return loss, ((logits > 0) == (labels > 0)).sum(), seen
         labels = labels.long()
         if self.weight is None:
             loss = F.cross_entropy(logits, labels)
         else:
             loss = (F.cross_entropy(logits, labels, reduction="none") * self.weight[labels]).mean()
-        return loss, float((logits.argmax(1) == labels).sum()), seen
+        return loss, (logits.argmax(1) == labels).sum(), seen
 
     def batch(self, logits, batch):
         """Local. :meth:`__call__` on a loaded batch's labels. A batch whose sampler weighs its
@@ -341,9 +342,9 @@ class TrainingLoss:
         if self.task == "multilabel":
             per_node = F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype), pos_weight=self.weight,
                                                           reduction="none").mean(1)
-            return (per_node * node_weight).sum(), float(((logits > 0) == (labels > 0)).sum()), seen
+            return (per_node * node_weight).sum(), ((logits > 0) == (labels > 0)).sum(), seen
         labels = labels.long()
         per_node = F.cross_entropy(logits, labels, reduction="none")
         if self.weight is not None:
             per_node = per_node * self.weight[labels]
-        return (per_node * node_weight).sum(), float((logits.argmax(1) == labels).sum()), seen
+        return (per_node * node_weight).sum(), (logits.argmax(1) == labels).sum(), seen

@@ -67,6 +67,7 @@ def train_step(session: Session, batch, scale=1.0, first=True, last=True) -> Ste
     (loss * scale if scale != 1.0 else loss).backward()
     finish_queued(session.device)  # a GPU runs the step behind the host: its time is the compute's
     t1 = time.perf_counter()
+    correct = float(correct)  # read after backward is queued: on a GPU this waits for the step
     if not last:
         return StepResult(float(loss.detach()) * seen, correct, seen, t1 - t0, 0.0)
     waiting_in("the gradient Allreduce")
