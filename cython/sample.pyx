@@ -67,11 +67,20 @@ cdef uint64_t RELATION_MULTIPLIER = 0xA0761D6478BD642FULL
 cdef double TWO_POW_MINUS_53 = 1.0 / 9007199254740992.0
 # Measured: up to about this many picks a branch-free scan of the picks beats a bitmap.
 cdef int64_t LINEAR_SCAN_MAX_PICKS = 16
+# Rows (or picks) ahead whose table rows a gathering loop asks the memory for.
+cdef int64_t PREFETCH_AHEAD = 32
 
 
 cdef extern from "splitmix64.h" nogil:
     uint64_t hpcgnn_mix64(uint64_t z)
     uint64_t hpcgnn_splitmix64(uint64_t x)
+
+
+cdef extern from * nogil:
+    """
+    #define hpcgnn_prefetch(address) __builtin_prefetch(address)
+    """
+    void hpcgnn_prefetch(const void* address)
 
 
 cdef inline uint64_t _row_stream(uint64_t seed, uint64_t row) noexcept nogil:
@@ -220,6 +229,67 @@ cdef inline int64_t _run_end(const relation_t* ids, int64_t lo, int64_t hi, int6
     return lo
 
 
+cdef inline int _count_row_runs(const relation_t* ids, int64_t start, int64_t row_end, const int64_t* fanouts,
+                                int64_t num_relations, bint replace, int64_t* count, int64_t* bitmap_length,
+                                int64_t* bad_value) noexcept nogil:
+    """Add the picks of every relation run of ``ids[start:row_end]`` to ``count[0]`` (and the
+    longest run needing Floyd's bitmap to ``bitmap_length[0]``); 0, or 3 for an id outside the
+    fanouts, 4 for ids not ascending (the id in ``bad_value[0]``)."""
+    cdef int64_t j = start, r, run_end, k, previous = -1
+    while j < row_end:
+        r = ids[j]
+        if r < 0 or r >= num_relations or r <= previous:
+            bad_value[0] = r
+            return 3 if r < 0 or r >= num_relations else 4
+        run_end = _run_end(ids, j + 1, row_end, r)
+        if ids[run_end - 1] != r:  # a smaller id inside the run: not ascending
+            bad_value[0] = ids[run_end - 1]
+            return 4
+        k = _pick_count(run_end - j, fanouts[r], replace)
+        count[0] += k
+        if not replace and k > LINEAR_SCAN_MAX_PICKS and run_end - j > k:
+            bitmap_length[0] = max(bitmap_length[0], run_end - j)
+        previous = r
+        j = run_end
+    return 0
+
+
+cdef inline int64_t _pick_row_runs(int64_t* picks, int64_t* relations, const relation_t* ids, int64_t start,
+                                   int64_t row_end, int64_t first_position, const int64_t* fanouts, bint replace,
+                                   uint64_t row_stream, uint8_t* taken) noexcept nogil:
+    """Row picks of every relation run of ``ids[start:row_end]`` (checked by ``_count_row_runs``):
+    run ``r`` sampled from ``row_stream + r * RELATION_MULTIPLIER``, positions counted from
+    ``first_position``; the picks and their relation ids written from ``picks``/``relations``,
+    their number returned."""
+    cdef int64_t j = start, r, run_end, k, t, w = 0
+    while j < row_end:
+        r = ids[j]
+        run_end = _run_end(ids, j + 1, row_end, r)
+        k = _pick_count(run_end - j, fanouts[r], replace)
+        if k:
+            _pick_run(picks + w, first_position + (j - start), run_end - j, k, fanouts[r], replace,
+                      row_stream + <uint64_t>r * RELATION_MULTIPLIER, taken)
+            for t in range(w, w + k):
+                relations[t] = r
+            w += k
+        j = run_end
+    return w
+
+
+cdef _raise_relation_error(int error, int64_t row, int64_t value, int64_t num_relations):
+    if error == 3:
+        raise ValueError(f"row {row} has relation id {value}, outside the {num_relations} fanouts")
+    raise ValueError(f"row {row}'s candidates are not grouped by ascending relation id "
+                     f"(relation {value} out of order)")
+
+
+cdef _check_fanouts(const int64_t[::1] fanouts):
+    cdef int64_t r
+    for r in range(fanouts.shape[0]):
+        if fanouts[r] < -1:
+            raise ValueError(f"fanouts[{r}] must be >= 0 or -1, got {fanouts[r]}")
+
+
 def sample_positions_by_relation(const int64_t[::1] begin, const int64_t[::1] degree,
                                  const relation_t[::1] relation, const int64_t[::1] fanouts,
                                  bint replace, uint64_t seed, const int64_t[::1] relation_begin=None):
@@ -264,16 +334,14 @@ def sample_positions_by_relation(const int64_t[::1] begin, const int64_t[::1] de
         raise ValueError(f"begin has {n} rows but degree has {degree.shape[0]}")
     if in_place and relation_begin.shape[0] != n:
         raise ValueError(f"begin has {n} rows but relation_begin has {relation_begin.shape[0]}")
-    cdef int64_t r
-    for r in range(num_relations):
-        if fanouts[r] < -1:
-            raise ValueError(f"fanouts[{r}] must be >= 0 or -1, got {fanouts[r]}")
+    _check_fanouts(fanouts)
     counts_a = np.zeros(n, dtype=np.int64)
     cdef int64_t[::1] counts = counts_a
-    cdef int64_t i, d, k, j, t, start, row_end, run_end, w = 0, total = 0, offset = 0, bad_row = -1
-    cdef int64_t bitmap_length = 0, previous, bad_value = 0
+    cdef int64_t i, d, start, w = 0, total = 0, offset = 0, bad_row = -1
+    cdef int64_t bitmap_length = 0, bad_value = 0
     cdef int error = 0
     cdef const relation_t* ids = &relation[0] if table_length else NULL
+    cdef const int64_t* fanout_of = &fanouts[0] if num_relations else NULL
     with nogil:
         for i in range(n):
             d = degree[i]
@@ -282,28 +350,10 @@ def sample_positions_by_relation(const int64_t[::1] begin, const int64_t[::1] de
                 error = 1 if d < 0 else 2
                 bad_row = i
                 break
-            previous = -1
-            j = start
-            row_end = start + d
-            while j < row_end:
-                r = ids[j]
-                if r < 0 or r >= num_relations or r <= previous:
-                    error = 3 if r < 0 or r >= num_relations else 4
-                    break
-                run_end = _run_end(ids, j + 1, row_end, r)
-                if ids[run_end - 1] != r:  # a smaller id inside the run: not ascending
-                    error = 4
-                    r = ids[run_end - 1]
-                    break
-                k = _pick_count(run_end - j, fanouts[r], replace)
-                counts[i] += k
-                if not replace and k > LINEAR_SCAN_MAX_PICKS and run_end - j > k:
-                    bitmap_length = max(bitmap_length, run_end - j)
-                previous = r
-                j = run_end
+            error = _count_row_runs(ids, start, start + d, fanout_of, num_relations, replace, &counts[i],
+                                    &bitmap_length, &bad_value)
             if error:
                 bad_row = i
-                bad_value = r
                 break
             total += counts[i]
             offset += d
@@ -314,39 +364,163 @@ def sample_positions_by_relation(const int64_t[::1] begin, const int64_t[::1] de
                          f"{relation_begin[bad_row] + degree[bad_row]}) lie outside a table of {table_length}")
     if error == 2 or (error == 0 and not in_place and offset != table_length):
         raise ValueError(f"relation has {table_length} entries, degree needs {int(np.sum(degree))}")
-    if error == 3:
-        raise ValueError(f"row {bad_row} has relation id {bad_value}, outside the {num_relations} fanouts")
-    if error == 4:
-        raise ValueError(f"row {bad_row}'s candidates are not grouped by ascending relation id "
-                         f"(relation {bad_value} out of order)")
+    if error:
+        _raise_relation_error(error, bad_row, bad_value, num_relations)
     positions_a = np.empty(total, dtype=np.int64)
     relations_a = np.empty(total, dtype=np.int64)
     cdef int64_t[::1] positions = positions_a
     cdef int64_t[::1] relations = relations_a
     cdef vector[uint8_t] taken
     taken.resize(bitmap_length, 0)
-    cdef uint64_t row_stream
     offset = 0
     with nogil:
         for i in range(n):
             d = degree[i]
             start = relation_begin[i] if in_place else offset
-            row_end = start + d
-            row_stream = _row_stream(seed, i)
-            j = start
-            while j < row_end:
-                r = ids[j]
-                run_end = _run_end(ids, j + 1, row_end, r)
-                k = _pick_count(run_end - j, fanouts[r], replace)
-                if k:
-                    _pick_run(&positions[w], begin[i] + (j - start), run_end - j, k, fanouts[r], replace,
-                              row_stream + <uint64_t>r * RELATION_MULTIPLIER, taken.data())
-                    for t in range(w, w + k):
-                        relations[t] = r
-                    w += k
-                j = run_end
+            if counts[i]:
+                w += _pick_row_runs(&positions[w], &relations[w], ids, start, start + d, begin[i], fanout_of,
+                                    replace, _row_stream(seed, i), taken.data())
             offset += d
     return counts_a, positions_a, relations_a
+
+
+ctypedef fused source_t:
+    int32_t
+    int64_t
+
+
+cdef inline int64_t _owner(const int64_t* part_starts, int64_t num_parts, int64_t gid) noexcept nogil:
+    """The part whose id range ``[part_starts[p], part_starts[p + 1])`` holds ``gid`` (in range)."""
+    cdef int64_t lo = 0, hi = num_parts - 1, mid
+    while lo < hi:
+        mid = (lo + hi + 1) >> 1
+        if part_starts[mid] <= gid:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def sample_hop_by_relation(const int64_t[::1] gids, const int64_t[::1] part_starts,
+                           const int64_t[::1] indptr, const int64_t[::1] indptr_row,
+                           const source_t[::1] indices, const int64_t[::1] indices_row,
+                           const relation_t[::1] relation, const int64_t[::1] relation_row,
+                           const int64_t[::1] edge_starts, const int64_t[::1] fanouts, bint replace,
+                           uint64_t seed):
+    """Local. One per-relation sampling hop over CSC tables held in memory: the picks of
+    :func:`sample_positions_by_relation` for the in-edge rows of ``gids``, returned as sources,
+    global edge ids and relation ids in one pass (no position array, no per-owner gathers).
+
+    Part ``p`` owns the global ids ``part_starts[p] .. part_starts[p + 1] - 1``; node ``v`` of it
+    (local id ``l = v - part_starts[p]``) has the in-edges at positions ``indptr[indptr_row[p] + l]
+    .. indptr[indptr_row[p] + l + 1] - 1`` of part ``p``'s CSC, whose sources are
+    ``indices[indices_row[p] + position]``, relation ids ``relation[relation_row[p] + position]``
+    (ascending within a node's row) and global edge ids ``edge_starts[p] + position``. Row ``i``
+    (node ``gids[i]``) draws from ``stream(i)``, so the picks are exactly
+    :func:`sample_positions_by_relation`'s for the same rows and seed.
+
+    Returns
+    -------
+    counts : int64 array of length n (picks of each node)
+    sources, eids, relations : int64 arrays of length ``counts.sum()``, node ``i``'s picks
+        contiguous, its runs in relation order
+    degree : int64 array of length n (each node's in-degree)
+    """
+    cdef int64_t n = gids.shape[0], num_parts = part_starts.shape[0] - 1, num_relations = fanouts.shape[0]
+    if num_parts < 1:
+        raise ValueError("part_starts needs at least two entries")
+    for name, per_part in (("indptr_row", indptr_row), ("indices_row", indices_row),
+                           ("relation_row", relation_row), ("edge_starts", edge_starts)):
+        if per_part.shape[0] < num_parts:
+            raise ValueError(f"{name} has {per_part.shape[0]} entries for {num_parts} parts")
+    _check_fanouts(fanouts)
+    counts_a = np.zeros(n, dtype=np.int64)
+    degree_a = np.empty(n, dtype=np.int64)
+    begin_a = np.empty(n, dtype=np.int64)
+    owner_a = np.empty(n, dtype=np.int64)
+    cdef int64_t[::1] counts = counts_a, degree = degree_a, begin = begin_a, owner = owner_a
+    cdef int64_t i, p, row, b, d, start, k, t, w = 0, total = 0, bad_row = -1, bad_value = 0
+    cdef int64_t bitmap_length = 0, num_nodes = part_starts[num_parts]
+    cdef int64_t indptr_length = indptr.shape[0], indices_length = indices.shape[0]
+    cdef int64_t relation_length = relation.shape[0]
+    cdef int error = 0
+    cdef const relation_t* ids = &relation[0] if relation_length else NULL
+    cdef const source_t* sources_of = &indices[0] if indices_length else NULL
+    cdef const int64_t* fanout_of = &fanouts[0] if num_relations else NULL
+    # The rows lie all over tables of gigabytes, so the cost is cache misses. Each stage is one
+    # loop whose table reads do not depend on one another: a stage asks the memory for the rows
+    # the next stage reads (the source gather for the pick PREFETCH_AHEAD on), so many misses
+    # are in flight at once instead of one after another along a row's chain of reads.
+    with nogil:
+        for i in range(n):  # owners and offset rows
+            if gids[i] < part_starts[0] or gids[i] >= num_nodes:
+                error = 1
+                bad_row = i
+                break
+            p = _owner(&part_starts[0], num_parts, gids[i])
+            row = indptr_row[p] + gids[i] - part_starts[p]
+            if row < 0 or row + 1 >= indptr_length:
+                error = 2
+                bad_row = i
+                break
+            owner[i] = p
+            begin[i] = row
+            hpcgnn_prefetch(&indptr[row])
+        if not error:
+            for i in range(n):  # offsets
+                row = begin[i]
+                b = indptr[row]
+                d = indptr[row + 1] - b
+                p = owner[i]
+                if d < 0 or b < 0 or relation_row[p] + b < 0 or relation_row[p] + b + d > relation_length \
+                        or indices_row[p] < 0 or indices_row[p] + b + d > indices_length:
+                    error = 2
+                    bad_row = i
+                    break
+                begin[i] = b
+                degree[i] = d
+                if d:
+                    hpcgnn_prefetch(ids + relation_row[p] + b)
+                    hpcgnn_prefetch(ids + relation_row[p] + b + d - 1)
+        if not error:
+            for i in range(n):  # relation runs and pick counts
+                start = relation_row[owner[i]] + begin[i]
+                error = _count_row_runs(ids, start, start + degree[i], fanout_of, num_relations, replace,
+                                        &counts[i], &bitmap_length, &bad_value)
+                if error:
+                    bad_row = i
+                    break
+                total += counts[i]
+    if error == 1:
+        raise ValueError(f"gids[{bad_row}] = {gids[bad_row]} is outside the ids "
+                         f"[{part_starts[0]}, {num_nodes}) of the parts")
+    if error == 2:
+        raise ValueError(f"node {gids[bad_row]}'s in-edge row lies outside the tables given")
+    if error:
+        _raise_relation_error(error, bad_row, bad_value, num_relations)
+    sources_a = np.empty(total, dtype=np.int64)
+    eids_a = np.empty(total, dtype=np.int64)
+    relations_a = np.empty(total, dtype=np.int64)
+    cdef int64_t[::1] sources = sources_a, eids = eids_a, relations = relations_a
+    cdef vector[uint8_t] taken
+    taken.resize(bitmap_length, 0)
+    with nogil:
+        for i in range(n):  # picks: positions in eids, the source's table index in sources
+            if counts[i] == 0:
+                continue
+            p = owner[i]
+            start = relation_row[p] + begin[i]
+            k = _pick_row_runs(&eids[w], &relations[w], ids, start, start + degree[i], begin[i], fanout_of,
+                               replace, _row_stream(seed, i), taken.data())
+            for t in range(w, w + k):
+                sources[t] = indices_row[p] + eids[t]
+                eids[t] += edge_starts[p]
+            w += k
+        for t in range(total):  # sources
+            if t + PREFETCH_AHEAD < total:
+                hpcgnn_prefetch(sources_of + sources[t + PREFETCH_AHEAD])
+            sources[t] = sources_of[sources[t]]
+    return counts_a, sources_a, eids_a, relations_a, degree_a
 
 
 cdef inline int64_t _count_positive(const double* row_weights, int64_t length) noexcept nogil:
@@ -569,6 +743,8 @@ def relabel(const int64_t[::1] dst_nodes, const int64_t[::1] src_gids):
             size += 1
         if repeated < 0:
             for i in range(num_src):
+                if i + PREFETCH_AHEAD < num_src:  # the table outgrows the caches: keep misses in flight
+                    hpcgnn_prefetch(&table[hpcgnn_mix64(<uint64_t>src_gids[i + PREFETCH_AHEAD]) & mask])
                 gid = src_gids[i]
                 slot = hpcgnn_mix64(<uint64_t>gid) & mask
                 while table[slot].index != -1 and table[slot].gid != gid:

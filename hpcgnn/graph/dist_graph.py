@@ -320,6 +320,17 @@ class DistGraph(CollectiveResource):
             src[theirs] = self._indices_win.read(edge_owner[theirs], positions[theirs], remote)
         return src, self.edge_book.starts[edge_owner] + positions
 
+    def node_csc(self):
+        """Local. Every rank's CSC read in place, when this machine's memory holds them all (one
+        node): ``(indptr, indptr_row, indices, indices_row)``, rank ``r``'s offsets starting at
+        ``indptr[indptr_row[r]]`` and its sources at ``indices[indices_row[r]]``; else None."""
+        ranks = np.arange(self.num_parts, dtype=np.int64)
+        indptr_row = self._indptr_win.node_table_rows(ranks, np.zeros_like(ranks))
+        indices_row = self._indices_win.node_table_rows(ranks, np.zeros_like(ranks))
+        if indptr_row is None or indices_row is None:
+            return None
+        return self._indptr_win.node_table, indptr_row, self._indices_win.node_table, indices_row
+
     def sample_neighbors(self, seeds, fanout, replace=False, prob=None, seed=0) -> Neighbors:
         """Local. Pick ``fanout`` in-neighbours of every node in ``seeds`` (any owner).
 

@@ -7,9 +7,13 @@ CSC row, which :func:`sample_neighbors_by_relation` samples with that relation's
 compiled kernel :func:`hpcgnn._sample.sample_positions_by_relation`): a node whose in-edges span
 more relations than any fanout still gets picks of every relation it has.
 
-The relation ids of the candidate edges are read with the edge field's rows (node-local rows from
-shared memory, rows on other machines with one request per owner), as the sources are. A dataset
-without the field is the one-relation case: every edge has relation 0, and the picks are those of
+When this machine's memory holds every rank's CSC and edge field (one node: the shared-memory
+windows), a hop is one pass of :func:`hpcgnn._sample.sample_hop_by_relation` over those tables:
+each node's owner, row, relation runs, picks, sources and edge ids without an intermediate
+array per step. Otherwise the relation ids of the candidate edges are read with the edge field's
+rows (node-local rows from shared memory, rows on other machines with one request per owner), as
+the sources are; both routes pick the same edges. A dataset without the field is the
+one-relation case: every edge has relation 0, and the picks are those of
 :meth:`~hpcgnn.graph.DistGraph.sample_neighbors` bit for bit.
 """
 from __future__ import annotations
@@ -37,6 +41,21 @@ def _candidate_relations(graph, begin, degree, owners):
         return window.node_table, rows
     positions = _csr.expand_ranges(begin, degree)
     return field.gather(graph.edge_book.starts[np.repeat(owners, degree)] + positions), None
+
+
+def _node_tables(graph):
+    """The CSC and relation tables of every rank as this machine's memory holds them, in the
+    order :func:`hpcgnn._sample.sample_hop_by_relation` takes them after the part starts; None
+    when some rank's rows are on another machine or the dataset has no ``etype`` field."""
+    field = graph.edata.get(ETYPE)
+    csc = graph.node_csc() if field is not None else None
+    if csc is None:
+        return None
+    ranks = np.arange(graph.num_parts, dtype=np.int64)
+    relation_row = field.window.node_table_rows(ranks, np.zeros_like(ranks))
+    if relation_row is None:
+        return None
+    return (*csc, field.window.node_table, relation_row, graph.edge_book.starts)
 
 
 def num_relations(graph) -> int:
@@ -91,10 +110,15 @@ def sample_neighbors_by_relation(graph, seeds, fanouts_by_relation, replace=Fals
         layout = graph.layout
         seeds = np.concatenate([layout.gids_of(layout.schema.type_index(t), tids) for t, tids in seeds.items()]
                                + [np.empty(0, np.int64)])
-    seeds = np.asarray(seeds, dtype=np.int64)
+    seeds = np.ascontiguousarray(seeds, dtype=np.int64)
+    fanouts = relation_fanouts(fanouts_by_relation, graph)
+    tables = _node_tables(graph)
+    if tables is not None:  # every row in this machine's memory: one pass of the kernel
+        counts, src, eids, etype, degree = _sample.sample_hop_by_relation(seeds, graph.book.starts, *tables, fanouts,
+                                                                          replace, seed)
+        return Neighbors(counts, src, eids, degree), etype
     begin, degree, owners = graph.in_edge_ranges(seeds)
     table, starts = _candidate_relations(graph, begin, degree, owners)
-    fanouts = relation_fanouts(fanouts_by_relation, graph)
     counts, positions, etype = _sample.sample_positions_by_relation(begin, degree, table, fanouts, replace, seed,
                                                                     starts)
     src, eids = graph.edges_at(owners, counts, positions)
