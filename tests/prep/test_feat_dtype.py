@@ -34,34 +34,35 @@ def partitioned(comm, shared_tmp, nranks, feat_dtype):
 
 
 @pytest.mark.mpi(sizes=(4,))
-@pytest.mark.parametrize("feat_dtype, route", [("bfloat16", "shm"), ("bfloat16", "rma"), ("float16", "rma")])
-def test_two_byte_features_read_back_as_their_rounded_values(nranks, comm, shared_tmp, feat_dtype, route,
-                                                             monkeypatch):
+def test_two_byte_features_read_back_as_their_rounded_values(nranks, comm, shared_tmp, monkeypatch):
+    """bfloat16 through shared memory and through RMA, float16 through RMA (one launch): the
+    stored dtype and encoding, gathered, indexed and fetched rows all decode to the rounded values."""
     from hpcgnn import DistGraph
     from hpcgnn.loading.fetch import FieldFetch
     from hpcgnn.sampling import NeighborSampler
     from hpcgnn.store import float_rows
 
-    monkeypatch.setenv(FORCE_RMA_ENV, "1" if route == "rma" else "0")
-    path, graph = partitioned(comm, shared_tmp, nranks, feat_dtype)
-    with open(os.path.join(path, "meta.json")) as fh:
-        spec = json.load(fh)["node_fields"]["feat"]
-    assert spec["dtype"] == ("uint16" if feat_dtype == "bfloat16" else "float16")
-    assert spec.get("encoding") == ("bfloat16" if feat_dtype == "bfloat16" else None)
-    rounded = torch.from_numpy(graph.ndata["feat"]).to(getattr(torch, feat_dtype)).float().numpy()
-    with DistGraph(path, comm) as g:
-        feat = g.ndata["feat"]
-        assert feat.dtype.itemsize == 2 and feat.window.row_bytes == 24
-        gids = np.random.default_rng(comm.rank).integers(0, g.num_nodes, 200)
-        decoded = float_rows(feat.gather(gids), feat.encoding)
-        assert decoded.dtype == torch.float32
-        orig = _orig(path)
-        assert np.array_equal(decoded.numpy(), rounded[orig[gids]])
-        assert np.array_equal(feat[gids].numpy(), decoded.numpy())  # indexing decodes too
-        assert not np.array_equal(decoded.numpy(), graph.ndata["feat"][orig[gids]])  # really rounded
-        batch = FieldFetch(g)(NeighborSampler([3]).sample(g, np.arange(*g.local_nodes)[:20], seed=1))
-        assert batch.feat.dtype == torch.float32
-        assert np.array_equal(batch.feat.numpy(), rounded[orig[batch.input_gids]])
+    for feat_dtype, route in (("bfloat16", "shm"), ("bfloat16", "rma"), ("float16", "rma")):
+        monkeypatch.setenv(FORCE_RMA_ENV, "1" if route == "rma" else "0")
+        path, graph = partitioned(comm, shared_tmp, nranks, feat_dtype)
+        with open(os.path.join(path, "meta.json")) as fh:
+            spec = json.load(fh)["node_fields"]["feat"]
+        assert spec["dtype"] == ("uint16" if feat_dtype == "bfloat16" else "float16")
+        assert spec.get("encoding") == ("bfloat16" if feat_dtype == "bfloat16" else None)
+        rounded = torch.from_numpy(graph.ndata["feat"]).to(getattr(torch, feat_dtype)).float().numpy()
+        with DistGraph(path, comm) as g:
+            feat = g.ndata["feat"]
+            assert feat.dtype.itemsize == 2 and feat.window.row_bytes == 24
+            gids = np.random.default_rng(comm.rank).integers(0, g.num_nodes, 200)
+            decoded = float_rows(feat.gather(gids), feat.encoding)
+            assert decoded.dtype == torch.float32
+            orig = _orig(path)
+            assert np.array_equal(decoded.numpy(), rounded[orig[gids]])
+            assert np.array_equal(feat[gids].numpy(), decoded.numpy())  # indexing decodes too
+            assert not np.array_equal(decoded.numpy(), graph.ndata["feat"][orig[gids]])  # really rounded
+            batch = FieldFetch(g)(NeighborSampler([3]).sample(g, np.arange(*g.local_nodes)[:20], seed=1))
+            assert batch.feat.dtype == torch.float32
+            assert np.array_equal(batch.feat.numpy(), rounded[orig[batch.input_gids]])
 
 
 def _orig(path):

@@ -34,21 +34,22 @@ def parts_by_input_id(directory):
 
 
 @pytest.mark.mpi(sizes=(2, 4))
-@pytest.mark.parametrize("method", ["multilevel", "ldg"])
-def test_spread_route_writes_the_typed_dataset_of_the_input(nranks, comm, shared_tmp, method):
-    """Rank 0's typed graph dealt out and partitioned spread over the ranks: every edge of every
-    relation with its types and relation, every typed feature row at its typed id, in-edges grouped
-    by relation, inspect --verify clean; multilevel balances every node type's count."""
-    out = os.path.join(shared_tmp, method)
-    graph = spread_graph(comm, typed_test_graph() if comm.rank == 0 else None)
-    assert graph.schema.node_types == ("paper", "author", "institute")
-    partition_spread(comm, graph, 3, out, method, seed=1)
-    if comm.rank == 0:
-        meta = check_against_input(typed_test_graph(), out)
-        assert meta["partitioner"]["constraints"][:3] == ["nodes@paper", "nodes@author", "nodes@institute"]
-        if method == "multilevel":
-            counts = np.asarray(meta["schema"]["type_counts"])
-            assert (counts.max(axis=0) <= np.ceil(counts.sum(axis=0) * 1.03 / 3) + 1).all(), counts
+def test_spread_route_writes_the_typed_dataset_of_the_input(nranks, comm, shared_tmp):
+    """Rank 0's typed graph dealt out and partitioned spread over the ranks, by multilevel and by
+    ldg (one launch): every edge of every relation with its types and relation, every typed
+    feature row at its typed id, in-edges grouped by relation, inspect --verify clean; multilevel
+    balances every node type's count."""
+    for method in ("multilevel", "ldg"):
+        out = os.path.join(shared_tmp, method)
+        graph = spread_graph(comm, typed_test_graph() if comm.rank == 0 else None)
+        assert graph.schema.node_types == ("paper", "author", "institute")
+        partition_spread(comm, graph, 3, out, method, seed=1)
+        if comm.rank == 0:
+            meta = check_against_input(typed_test_graph(), out)
+            assert meta["partitioner"]["constraints"][:3] == ["nodes@paper", "nodes@author", "nodes@institute"]
+            if method == "multilevel":
+                counts = np.asarray(meta["schema"]["type_counts"])
+                assert (counts.max(axis=0) <= np.ceil(counts.sum(axis=0) * 1.03 / 3) + 1).all(), counts
 
 
 @pytest.mark.mpi(sizes=(2, 4))
@@ -95,12 +96,13 @@ def test_each_node_type_is_balanced(nranks, comm, shared_tmp):
 
 
 @pytest.mark.mpi(sizes=(2,))
-@pytest.mark.parametrize("flag, option", [("--symmetrize", "symmetrize_edges"), ("--dedup", "dedup_edges"),
-                                          ("--largest-component", "largest_cc")])
-def test_clean_up_across_types_is_refused_on_every_rank(nranks, comm, flag, option):
+def test_clean_up_across_types_is_refused_on_every_rank(nranks, comm):
+    """--symmetrize, --dedup and --largest-component would mix relations: each is refused on every rank."""
     graph = spread_graph(comm, typed_test_graph() if comm.rank == 0 else None)
-    with pytest.raises(InputError, match=f"field '{flag}'.*not applied to a typed graph"):
-        prepare(comm, graph, **{option: True})
+    for flag, option in (("--symmetrize", "symmetrize_edges"), ("--dedup", "dedup_edges"),
+                         ("--largest-component", "largest_cc")):
+        with pytest.raises(InputError, match=f"field '{flag}'.*not applied to a typed graph"):
+            prepare(comm, graph, **{option: True})
 
 
 @pytest.mark.mpi(sizes=(1, 3))
