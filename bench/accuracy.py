@@ -20,7 +20,7 @@ and 4 ranks.
   (--val-fraction 0) for a fixed 25 full-batch epochs, and the figure is the last epoch's test
   accuracy. The count comes from validation data alone: with 20% of the training nodes held out
   (5 seeds AIFB, 3 DBLP, 120 epochs), the mean validation loss is lowest at epoch 18 on AIFB and
-  23 on DBLP, and their mean relative to each set's minimum at 23 (docs/guide/typed-graphs.md,
+  23 on DBLP, and their mean relative to each set's minimum at 22 (docs/guide/typed-graphs.md,
   section Accuracy). On a dataset whose split has a validation part, the same training flags
   select the epoch of lowest validation loss among the 25 (published: 95.8 and 92.1).
 
