@@ -2,8 +2,6 @@
 evaluation of a link checkpoint, and bad input."""
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -133,20 +131,21 @@ def test_full_neighbourhood_link_training_on_n_ranks_equals_one(nranks, comm, sh
 
 
 @pytest.mark.mpi(sizes=(2,))
-@pytest.mark.parametrize("flags", [[], ["--negative-sampler", "degree", "--predictor", "mlp", "--embed-dim", "4"]],
-                         ids=["dot-corrupt", "mlp-degree-embedding"])
-def test_link_resume_is_bit_exact(nranks, comm, shared_tmp, flags):
+def test_link_resume_is_bit_exact(nranks, comm, shared_tmp):
+    """The plain recipe (dot predictor, corrupted-destination negatives) and a richer one (MLP
+    predictor, degree negatives, a learned embedding), one launch."""
     from hpcgnn.training.loop import run
 
     path, _ = make_link_dataset(comm, shared_tmp, nranks)
-    tag = "plain" if not flags else "rich"
-    full_dir, cut_dir = os.path.join(shared_tmp, f"full_{tag}"), os.path.join(shared_tmp, f"cut_{tag}")
-    every = ["--checkpoint-every", "1", "--eval-every", "2", *flags]
-    _, full = run(link_args(path, "--epochs", "4", "--checkpoint-dir", full_dir, *every), comm)
-    run(link_args(path, "--epochs", "2", "--checkpoint-dir", cut_dir, *every), comm)
-    _, resumed = run(link_args(path, "--epochs", "4", "--checkpoint-dir", cut_dir, "--resume", *every), comm)
-    assert [h["loss"] for h in resumed] == [h["loss"] for h in full]
-    assert all(resumed[-1][f"test_{k}"] == full[-1][f"test_{k}"] for k in LINK_KEYS)
+    for tag, flags in (("plain", []), ("rich", ["--negative-sampler", "degree", "--predictor", "mlp",
+                                                "--embed-dim", "4"])):
+        full_dir, cut_dir = os.path.join(shared_tmp, f"full_{tag}"), os.path.join(shared_tmp, f"cut_{tag}")
+        every = ["--checkpoint-every", "1", "--eval-every", "2", *flags]
+        _, full = run(link_args(path, "--epochs", "4", "--checkpoint-dir", full_dir, *every), comm)
+        run(link_args(path, "--epochs", "2", "--checkpoint-dir", cut_dir, *every), comm)
+        _, resumed = run(link_args(path, "--epochs", "4", "--checkpoint-dir", cut_dir, "--resume", *every), comm)
+        assert [h["loss"] for h in resumed] == [h["loss"] for h in full], tag
+        assert all(resumed[-1][f"test_{k}"] == full[-1][f"test_{k}"] for k in LINK_KEYS), tag
 
 
 @pytest.mark.mpi(sizes=(2,))
@@ -211,13 +210,12 @@ def test_uniform_pair_negatives_train_and_a_whole_graph_batch_warns(tmp_path, ca
     assert "warning" not in capsys.readouterr().err
 
 
-def _cli(*argv):
-    return subprocess.run([sys.executable, "-m", "hpcgnn.train", *argv], capture_output=True, text=True,
-                          timeout=120, env=dict(os.environ, OMP_NUM_THREADS="1"))
-
-
-def test_link_flags_and_datasets_refused_in_one_line(tmp_path):
+def test_link_flags_and_datasets_refused_in_one_line(tmp_path, capsys):
+    """``hpcgnn train`` run in the test's process, one process (test_hardening runs the command as
+    its own processes under mpiexec)."""
     from mpi4py import MPI
+
+    from hpcgnn.train import main
 
     plain, _ = make_dataset(MPI.COMM_WORLD, str(tmp_path), 1)
     link, _ = make_link_dataset(MPI.COMM_WORLD, str(tmp_path), 1)
@@ -231,6 +229,8 @@ def test_link_flags_and_datasets_refused_in_one_line(tmp_path):
         (["--data", link, "--task", "link", "--negatives", "0"], "--negatives"),
     ]
     for argv, needle in cases:
-        done = _cli(*argv, "--epochs", "1", "--no-progress")
-        lines = [line for line in done.stderr.splitlines() if line.strip()]
-        assert done.returncode != 0 and len(lines) == 1 and needle in lines[0], (argv, done.stderr)
+        with pytest.raises(SystemExit) as stop:
+            main([*argv, "--epochs", "1", "--no-progress"])
+        err = capsys.readouterr().err
+        lines = [line for line in err.splitlines() if line.strip()]
+        assert stop.value.code == 2 and len(lines) == 1 and needle in lines[0], (argv, err)
