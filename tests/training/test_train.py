@@ -72,25 +72,25 @@ def test_full_neighbourhood_one_batch_equals_single_process(nranks, comm, shared
 
 
 @pytest.mark.mpi(sizes=(2,))
-@pytest.mark.parametrize("embed", [[], ["--embed-dim", "3"]], ids=["features", "features+node-embedding"])
-def test_resume_reproduces_uninterrupted_losses(nranks, comm, shared_tmp, embed):
+def test_resume_reproduces_uninterrupted_losses(nranks, comm, shared_tmp):
+    """With features, and with features and a learned node embedding (one launch)."""
     from hpcgnn.training.loop import run
 
     path, _ = make_dataset(comm, shared_tmp, nranks, num_nodes=600)
-    tag = "emb" if embed else "plain"
-    full_dir, cut_dir = os.path.join(shared_tmp, f"ck_full_{tag}"), os.path.join(shared_tmp, f"ck_cut_{tag}")
-    _, full = run(train_args(path, "--epochs", "4", "--checkpoint-dir", full_dir, "--checkpoint-every", "1",
-                             "--eval-every", "0", *embed), comm)
-    run(train_args(path, "--epochs", "2", "--checkpoint-dir", cut_dir, "--checkpoint-every", "1",
-                   "--eval-every", "0", *embed), comm)
-    model, resumed = run(train_args(path, "--epochs", "4", "--checkpoint-dir", cut_dir, "--checkpoint-every", "1",
-                                    "--eval-every", "0", "--resume", *embed), comm)
-    assert [h["loss"] for h in resumed] == [h["loss"] for h in full]
-    assert resumed[-1]["test_acc"] == full[-1]["test_acc"]
-    if embed:  # every rank wrote its embedding shard and the shard's optimizer state
-        for rank in range(nranks):
-            for kind in ("emb", "opt"):
-                assert os.path.exists(os.path.join(cut_dir, f"epoch-0004.rank-{rank:05d}.{kind}.npz"))
+    for tag, embed in (("plain", []), ("emb", ["--embed-dim", "3"])):
+        full_dir, cut_dir = os.path.join(shared_tmp, f"ck_full_{tag}"), os.path.join(shared_tmp, f"ck_cut_{tag}")
+        _, full = run(train_args(path, "--epochs", "4", "--checkpoint-dir", full_dir, "--checkpoint-every", "1",
+                                 "--eval-every", "0", *embed), comm)
+        run(train_args(path, "--epochs", "2", "--checkpoint-dir", cut_dir, "--checkpoint-every", "1",
+                       "--eval-every", "0", *embed), comm)
+        model, resumed = run(train_args(path, "--epochs", "4", "--checkpoint-dir", cut_dir, "--checkpoint-every", "1",
+                                        "--eval-every", "0", "--resume", *embed), comm)
+        assert [h["loss"] for h in resumed] == [h["loss"] for h in full], tag
+        assert resumed[-1]["test_acc"] == full[-1]["test_acc"], tag
+        if embed:  # every rank wrote its embedding shard and the shard's optimizer state
+            for rank in range(nranks):
+                for kind in ("emb", "opt"):
+                    assert os.path.exists(os.path.join(cut_dir, f"epoch-0004.rank-{rank:05d}.{kind}.npz"))
 
 
 @pytest.mark.mpi(sizes=(1, 2))
