@@ -114,7 +114,9 @@ def assert_same_on_every_rank(got, comm):
 
 
 @pytest.mark.mpi(sizes=(1, 2, 4))
-def test_link_metrics_over_ranks_equal_brute_force_references(nranks, comm):
+def test_link_metrics_over_ranks_equal_brute_force_and_hand_computed_references(nranks, comm):
+    """Random cases against brute-force references under several row layouts, then hand-computed
+    values with ties and empty splits (one launch per rank count)."""
     for seed, (name, pos, neg, hits) in enumerate(cases()):
         want = reference(pos, neg, hits)
         for layout, rows in enumerate(layouts(len(pos), pos, comm.size, seed)):
@@ -124,10 +126,11 @@ def test_link_metrics_over_ranks_equal_brute_force_references(nranks, comm):
             for key, value in want.items():
                 assert got[key] == pytest.approx(value, abs=1e-12, rel=1e-12), (name, layout, key)
             assert_same_on_every_rank(got, comm)
+    hand_computed_values_with_ties_and_empty_splits(comm)
 
 
-@pytest.mark.mpi(sizes=(1, 2, 4))
-def test_hand_computed_values_with_ties_and_empty_splits(nranks, comm):
+def hand_computed_values_with_ties_and_empty_splits(comm):
+    """Collective over comm. Three positives dealt round-robin over the ranks (rank 3 of 4 gets none)."""
     # positives 2, 1, 1; first negatives 1, 3, 0. Balanced set from the top: 3- 2+ 1+ 1+ 1- 0-.
     # precision(2) = 1/2; precision(1) = 3/5 for both ones (the tied negative counts as above).
     pos = np.array([2.0, 1.0, 1.0])
