@@ -1,11 +1,13 @@
 """Checkpoints are data: a crafted file cannot run code, ``latest`` cannot point elsewhere, a
 checkpoint of another model or dataset is refused before any work, and a resumed run
 continues from the saved epoch instead of starting over."""
+import contextlib
+import importlib
+import io
 import json
 import os
 import re
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -28,11 +30,21 @@ def flat_params(model):
 
 
 def run_entry_point(module, *argv):
-    """One process, no mpiexec: what a user sees on stderr, and the exit status."""
-    env = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_ID"}
-    env["OMP_NUM_THREADS"] = "1"
-    return subprocess.run([sys.executable, "-m", module, *map(str, argv)], capture_output=True, text=True,
-                          timeout=120, env=env)
+    """One process, no mpiexec: what a user sees on stderr, and the exit status, from the command's
+    ``main`` run in the test's process (no fresh interpreter and torch import for each)."""
+    main = importlib.import_module(module).main
+    stderr = io.StringIO()
+    slurm_job = os.environ.pop("SLURM_JOB_ID", None)
+    try:
+        with contextlib.redirect_stderr(stderr):
+            try:
+                status = main([str(arg) for arg in argv])
+            except SystemExit as stop:
+                status = stop.code
+    finally:
+        if slurm_job is not None:
+            os.environ["SLURM_JOB_ID"] = slurm_job
+    return subprocess.CompletedProcess([module, *argv], status, "", stderr.getvalue())
 
 
 def assert_one_line_error(proc, *needles):
