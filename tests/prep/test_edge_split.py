@@ -8,8 +8,6 @@ import json
 import os
 import pickle
 import re
-import subprocess
-import sys
 
 import h5py
 import numpy as np
@@ -28,7 +26,6 @@ from hpcgnn.runtime.errors import InputError
 from hpcgnn.testing.graphs import clustered_graph
 
 FRACTIONS = (0.85, 0.05, 0.1)
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def sym_graph(num_nodes=300, avg_degree=8, seed=0):
@@ -429,13 +426,10 @@ def test_ogb_link_refuses_a_pt_file_that_is_not_plain_tensors(tmp_path):
 
 # --- refusals through the command line ------------------------------------------------------------
 
-def run_partition(*args):
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=REPO)
-    return subprocess.run([sys.executable, "-m", "hpcgnn.partition", *map(str, args)], capture_output=True,
-                          text=True, env=env, cwd=REPO, timeout=300)
+def test_cli_refusals_are_one_line_and_leave_nothing(tmp_path, capsys):
+    """``hpcgnn partition`` run in the test's process (no fresh interpreter for each case)."""
+    from hpcgnn.cli.partition import main
 
-
-def test_cli_refusals_are_one_line_and_leave_nothing(tmp_path):
     graph_path = tmp_path / "g.npz"
     write_npz(clustered_graph(num_nodes=100, avg_degree=4), graph_path)
     tiny = tmp_path / "tiny.npz"
@@ -454,10 +448,12 @@ def test_cli_refusals_are_one_line_and_leave_nothing(tmp_path):
     ]
     for index, (args, pattern) in enumerate(cases):
         out = tmp_path / f"out{index}"
-        result = run_partition(*args, "--parts", "1", "--out", out)
-        assert result.returncode != 0, result
-        lines = result.stderr.strip().splitlines()
-        assert len(lines) == 1, result.stderr
+        with pytest.raises(SystemExit) as stop:
+            main([str(arg) for arg in (*args, "--parts", "1", "--out", out)])
+        err = capsys.readouterr().err
+        assert stop.value.code == 2, err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1, err
         assert lines[0].startswith("hpcgnn partition: error: ")
         assert re.search(pattern, lines[0]), lines[0]
         assert not out.exists()
