@@ -2,8 +2,6 @@
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import h5py
 import numpy as np
@@ -14,14 +12,9 @@ from hpcgnn.graph import DistGraph
 from hpcgnn.prep import inspection
 from hpcgnn.prep.partition import partition_graph
 from hpcgnn.runtime.errors import InputError
+from hpcgnn.testing.commands import run_command
 from hpcgnn.testing.datasets import corrupt_bytes
 from hpcgnn.testing.graphs import clustered_graph
-
-
-def run(module, *args):
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, env=env,
-                          timeout=120)
 
 
 def assert_one_line_exit_2(proc, *words):
@@ -77,7 +70,7 @@ def test_corrupt_feature_bytes_fail_the_load_naming_file_and_dataset(copy_of):
     text = str(err.value)
     assert "\n" not in text and str(part) in text and "field 'feat'" in text and "checksum" in text
     # as the user sees it: training refuses to start
-    assert_one_line_exit_2(run("hpcgnn.train", "--data", str(ds), "--epochs", "1", "--no-progress"),
+    assert_one_line_exit_2(run_command("hpcgnn.train", "--data", str(ds), "--epochs", "1", "--no-progress"),
                            str(part), "'feat'", "fletcher32")
 
 
@@ -155,7 +148,7 @@ def test_train_refuses_bad_meta_in_one_line(copy_of, case):
     parts, change, where, field, value = META_CASES[case]
     ds = copy_of(parts)
     edit_meta(ds, change)
-    assert_one_line_exit_2(run("hpcgnn.train", "--data", str(ds), "--epochs", "1", "--no-progress"),
+    assert_one_line_exit_2(run_command("hpcgnn.train", "--data", str(ds), "--epochs", "1", "--no-progress"),
                            where, field, value)
 
 
@@ -164,7 +157,7 @@ def test_inspect_refuses_part_files_outside_the_dataset(copy_of, case):
     parts, change, where, field, value = META_CASES[case]
     ds = copy_of(parts)
     edit_meta(ds, change)
-    proc = run("hpcgnn.inspect", str(ds), "--verify")
+    proc = run_command("hpcgnn.inspect", str(ds), "--verify")
     assert_one_line_exit_2(proc, where, field, value)
     assert "verify" not in proc.stdout  # nothing was hashed or opened
 
@@ -191,7 +184,7 @@ def test_inspect_verify_reports_a_truncated_part_and_checks_the_rest(copy_of):
     size = part.stat().st_size
     with open(part, "r+b") as fh:
         fh.truncate(size // 2)
-    proc = run("hpcgnn.inspect", str(ds), "--verify")
+    proc = run_command("hpcgnn.inspect", str(ds), "--verify")
     assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stderr
     assert "verify: FAILED" in proc.stdout
     report = proc.stdout.split("verify: FAILED", 1)[1]
@@ -233,7 +226,7 @@ def test_verify_refuses_rewired_edges_that_every_structural_check_accepts(copy_o
     problems = inspection.verify(ds, ondisk.read_meta(ds))
     assert len(problems) == 1 and "\n" not in problems[0], problems
     assert f"{ds / 'meta.json'}: field 'edge_digest': the part files do not hold the edges" in problems[0]
-    proc = run("hpcgnn.inspect", str(ds), "--verify")
+    proc = run_command("hpcgnn.inspect", str(ds), "--verify")
     assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr, proc.stderr
     assert proc.stdout.split("verify: FAILED\n", 1)[1].strip() == problems[0]
 
@@ -244,7 +237,7 @@ def test_verify_skips_the_edge_check_of_a_dataset_written_without_a_digest(copy_
     notes = []
     assert inspection.verify(ds, ondisk.read_meta(ds), notes) == []
     assert notes == [inspection.EDGE_CHECK_SKIPPED]
-    proc = run("hpcgnn.inspect", str(ds), "--verify")
+    proc = run_command("hpcgnn.inspect", str(ds), "--verify")
     assert proc.returncode == 0 and "verify: OK" in proc.stdout
     assert f"verify: note: {inspection.EDGE_CHECK_SKIPPED}" in proc.stdout
 

@@ -1,19 +1,16 @@
 """Checkpoints are data: a crafted file cannot run code, ``latest`` cannot point elsewhere, a
 checkpoint of another model or dataset is refused before any work, and a resumed run
 continues from the saved epoch instead of starting over."""
-import contextlib
-import importlib
-import io
 import json
 import os
 import re
-import subprocess
 
 import numpy as np
 import pytest
 import torch
 
 from hpcgnn.runtime.errors import InputError
+from hpcgnn.testing.commands import run_command
 from hpcgnn.testing.datasets import make_dataset
 
 
@@ -27,24 +24,6 @@ def small_args(path, *extra):
 
 def flat_params(model):
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
-
-
-def run_entry_point(module, *argv):
-    """One process, no mpiexec: what a user sees on stderr, and the exit status, from the command's
-    ``main`` run in the test's process (no fresh interpreter and torch import for each)."""
-    main = importlib.import_module(module).main
-    stderr = io.StringIO()
-    slurm_job = os.environ.pop("SLURM_JOB_ID", None)
-    try:
-        with contextlib.redirect_stderr(stderr):
-            try:
-                status = main([str(arg) for arg in argv])
-            except SystemExit as stop:
-                status = stop.code
-    finally:
-        if slurm_job is not None:
-            os.environ["SLURM_JOB_ID"] = slurm_job
-    return subprocess.CompletedProcess([module, *argv], status, "", stderr.getvalue())
 
 
 def assert_one_line_error(proc, *needles):
@@ -101,7 +80,7 @@ def test_a_checkpoint_whose_unpickling_runs_code_is_refused(tmp_path):
     data = one_part_dataset(tmp_path)
     with pytest.raises(InputError, match="refused"):
         run(small_args(data, "--epochs", "2", "--checkpoint-dir", str(crafted), "--resume"), world())
-    assert_one_line_error(run_entry_point("hpcgnn.evaluate", "--data", data, "--checkpoint", crafted / "epoch-0001.pt"),
+    assert_one_line_error(run_command("hpcgnn.evaluate", "--data", data, "--checkpoint", crafted / "epoch-0001.pt"),
                           "epoch-0001.pt", "refused")
     assert not marker.exists()
 
@@ -143,7 +122,7 @@ def test_latest_must_name_a_checkpoint_file_of_its_own_directory(tmp_path):
     (directory / "latest").write_text("epoch-0003.pt\n")
     assert load_checkpoint(str(directory))["epoch"] == 3
     (directory / "latest").write_text("../elsewhere/epoch-0007.pt\n")
-    assert_one_line_error(run_entry_point("hpcgnn.evaluate", "--data", tmp_path, "--checkpoint", directory),
+    assert_one_line_error(run_command("hpcgnn.evaluate", "--data", tmp_path, "--checkpoint", directory),
                           directory / "latest", "../elsewhere/epoch-0007.pt")
 
 
@@ -203,9 +182,9 @@ def test_a_mismatch_is_one_line_from_the_entry_points(tmp_path):
     other = one_part_dataset(tmp_path, "other", num_clusters=3)
     ck = tmp_path / "ck"
     run(small_args(data, "--epochs", "1", "--checkpoint-dir", str(ck), "--checkpoint-every", "1"), world())
-    assert_one_line_error(run_entry_point("hpcgnn.evaluate", "--data", other, "--checkpoint", ck),
+    assert_one_line_error(run_command("hpcgnn.evaluate", "--data", other, "--checkpoint", ck),
                           "epoch-0001.pt", "num_classes 4 in the checkpoint, 3 here")
-    assert_one_line_error(run_entry_point("hpcgnn.train", "--data", data, "--checkpoint-dir", ck, "--resume",
+    assert_one_line_error(run_command("hpcgnn.train", "--data", data, "--checkpoint-dir", ck, "--resume",
                                           "--epochs", "2", "--hidden", "9", "--fanouts", "3,3", "--no-progress"),
                           "epoch-0001.pt", "hidden 8 in the checkpoint, 9 here")
 
