@@ -1,4 +1,4 @@
-"""Neighbourhood aggregation by the compiled kernels of :mod:`hpcgnn._spmm`.
+"""Neighbourhood aggregation: the compiled kernels of :mod:`hpcgnn._spmm`, or torch's sparse product.
 
 Every aggregation of a block (a sparse CSR matrix times the source rows) goes through
 :func:`spmm`: float32 rows, or bfloat16 rows in a ``--precision bf16`` run (torch has no
@@ -8,6 +8,13 @@ few entries ahead, which is most of their lead over torch's float32 CSR product 
 do not fit in cache. The backward pass is the same product with the transposed matrix (built
 once per block, on first use).
 
+The torch path (``--kernels torch``, and always for rows off the CPU: :mod:`hpcgnn.nn.kernels`)
+computes the same product as torch's sparse CSR product of the matrix's index tensors on the
+rows' device (:meth:`CSR.on`, built once per device). Measured on one CPU thread
+(``bench/torch_kernels.py``) it ran well ahead of a gather and ``index_add`` (which writes a
+message row per entry); torch has no bfloat16 CSR product on the CPU, so bfloat16 rows are read
+as float32 there, summed in float32 as the compiled kernels do, and rounded once.
+
 ``HPCGNN_PORTABLE_KERNELS=1`` forces the compiled kernels' portable build (aggregation, attention
 and dropout) on a CPU that has AVX-512: how the fallback path is tested.
 """
@@ -15,12 +22,14 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 
 import numpy as np
 import torch
 from torch.autograd.function import once_differentiable
 
 from hpcgnn import _spmm
+from hpcgnn.nn.kernels import path_for
 
 
 def fast_kernels() -> bool:
@@ -70,6 +79,17 @@ class CSR:
         self.weight = None if weight is None else np.ascontiguousarray(weight, dtype=np.float32)
         self.num_rows, self.num_cols = self.indptr.shape[0] - 1, int(num_cols)
         self.order = order
+        self._on = {}
+
+    def on(self, device, non_blocking=False) -> DeviceCSR:
+        """Local. The matrix's tensors on ``device`` for the torch path, copied on first use and
+        kept (a CPU device shares the numpy arrays). ``non_blocking``: copy to a CUDA device from
+        pinned host memory without waiting (the caller orders its streams)."""
+        device = _normalised(device)
+        found = self._on.get(device)
+        if found is None:
+            found = self._on[device] = DeviceCSR(self, device, non_blocking)
+        return found
 
     @functools.cached_property
     def transposed(self) -> CSR:
@@ -78,15 +98,82 @@ class CSR:
         return CSR(indptr, col, weight, self.num_rows, order)
 
     def product(self, h) -> torch.Tensor:
-        """Local. ``self @ h`` of a contiguous 2-D float32 or bfloat16 tensor, in h's dtype (no
-        autograd: see :func:`spmm`)."""
+        """Local. ``self @ h`` of a 2-D float32 or bfloat16 tensor, in h's dtype (no autograd: see
+        :func:`spmm`), by the path :func:`~hpcgnn.nn.kernels.path_for` picks for ``h``."""
         if h.dtype not in (torch.float32, torch.bfloat16):
             raise TypeError(f"aggregation of {h.dtype} rows (float32 or bfloat16 only)")
+        if path_for(h) == "torch":
+            return self.on(h.device).product(h)
         out = torch.empty(self.num_rows, h.shape[1], dtype=h.dtype)
         # the rank's torch threads: GEMMs and aggregations alike
         _spmm.spmm(self.indptr, self.col, self.weight, kernel_view(h), kernel_view(out), h.shape[1], fast_kernels(),
                    torch.get_num_threads())
         return out
+
+
+def _normalised(device) -> torch.device:
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
+def to_device(array, device, non_blocking=False) -> torch.Tensor:
+    """Local. A numpy array as a tensor on ``device`` (the CPU: a view of it, no copy); to a CUDA
+    device with ``non_blocking``, through a pinned copy and an asynchronous transfer."""
+    tensor = torch.from_numpy(np.ascontiguousarray(array))
+    if device.type == "cpu":
+        return tensor
+    if non_blocking and device.type == "cuda":
+        tensor = tensor.pin_memory()  # the pinned allocator keeps it until the transfer is done
+    return tensor.to(device, non_blocking=non_blocking)
+
+
+def sparse_csr(indptr, col, values, shape) -> torch.Tensor:
+    """Local. A torch sparse CSR tensor of the given index tensors and float32 ``values`` (no
+    invariant checks: the indices come from a checked :class:`CSR`)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*[Ss]parse.*")  # its 'beta' and 'checks off' notes
+        return torch.sparse_csr_tensor(indptr, col, values, shape, check_invariants=False)
+
+
+class DeviceCSR:
+    """Local. A :class:`CSR`'s index and value tensors on one device, the torch path's matrix.
+
+    Attributes: ``indptr``, ``col`` (int64), ``weight`` (float32 or None), ``order`` (int64 or
+    None, a transpose's), ``num_rows``, ``num_cols``, ``nnz``, ``device``; ``row`` (every entry's
+    row) and ``sparse`` (the torch sparse CSR tensor, values 1 where unweighted) on first use."""
+
+    def __init__(self, matrix: CSR, device, non_blocking=False):
+        self.device, self.num_rows, self.num_cols = device, matrix.num_rows, matrix.num_cols
+        self.nnz = int(matrix.col.shape[0])
+        self.indptr = to_device(matrix.indptr, device, non_blocking)
+        self.col = to_device(matrix.col, device, non_blocking)
+        self.weight = None if matrix.weight is None else to_device(matrix.weight, device, non_blocking)
+        self.order = None if matrix.order is None else to_device(np.asarray(matrix.order, np.int64), device,
+                                                                   non_blocking)
+
+    @functools.cached_property
+    def row(self) -> torch.Tensor:
+        counts = self.indptr.diff()
+        return torch.repeat_interleave(torch.arange(self.num_rows, device=self.device), counts,
+                                       output_size=self.nnz)
+
+    @functools.cached_property
+    def sparse(self) -> torch.Tensor:
+        values = self.weight if self.weight is not None else torch.ones(self.nnz, device=self.device)
+        return self.with_values(values)
+
+    def with_values(self, values) -> torch.Tensor:
+        """Local. The sparse CSR tensor of this pattern with float32 ``values`` (one per entry)."""
+        return sparse_csr(self.indptr, self.col, values, (self.num_rows, self.num_cols))
+
+    def product(self, h) -> torch.Tensor:
+        """Local. ``self @ h`` in h's dtype, summed in float32 (no autograd)."""
+        with torch.autocast(h.device.type, enabled=False):
+            if not self.nnz or not h.shape[1]:
+                return torch.zeros(self.num_rows, h.shape[1], dtype=h.dtype, device=h.device)
+            return (self.sparse @ h.detach().float()).to(h.dtype)
 
 
 class _SpMM(torch.autograd.Function):
@@ -101,8 +188,26 @@ class _SpMM(torch.autograd.Function):
         return ctx.matrix.transposed.product(grad), None
 
 
+class _TorchSpMM(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, h, matrix):
+        ctx.matrix = matrix
+        return matrix.on(h.device).product(h)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        return ctx.matrix.transposed.on(grad.device).product(grad), None
+
+
 def spmm(matrix: CSR, h: torch.Tensor) -> torch.Tensor:
-    """Local. ``matrix @ h`` with autograd (the gradient of h is ``matrix.T @ grad``)."""
+    """Local. ``matrix @ h`` with autograd (the gradient of h is ``matrix.T @ grad``), by the
+    compiled kernels or torch as :func:`~hpcgnn.nn.kernels.path_for` picks (the backward pass
+    takes the forward pass's path)."""
     if h.dim() != 2 or h.shape[0] != matrix.num_cols:
         raise ValueError(f"rows of shape {tuple(h.shape)} for a matrix of {matrix.num_cols} columns")
+    if path_for(h) == "torch":
+        if h.dtype not in (torch.float32, torch.bfloat16):
+            raise TypeError(f"aggregation of {h.dtype} rows (float32 or bfloat16 only)")
+        return _TorchSpMM.apply(h, matrix)
     return _SpMM.apply(h, matrix)

@@ -1,6 +1,6 @@
 """The adapter from a sampler's :class:`~hpcgnn.sampling.Block` to what layers compute with:
-torch views of its edges and degrees, and its adjacency as CSR matrices for the compiled
-products of :mod:`hpcgnn.nn.aggregate`."""
+torch tensors of its edges and degrees, and its adjacency as CSR matrices for the products of
+:mod:`hpcgnn.nn.aggregate`, on the CPU or on the device the layers run on."""
 from __future__ import annotations
 
 import functools
@@ -8,63 +8,120 @@ import functools
 import numpy as np
 import torch
 
-from hpcgnn.nn.aggregate import CSR, spmm
+from hpcgnn.nn.aggregate import CSR, spmm, to_device
+
+#: the matrices the homogeneous layers aggregate with (SAGE's 'mean', GCN's and SAGE-gcn's 'sum',
+#: GAT's 'with_self_loops'): what a BlockTensors on a device builds there at once
+HOMOGENEOUS_MATRICES = ("sum", "mean", "with_self_loops")
 
 
 class BlockTensors:
-    """Local. Torch views of a block: edge endpoints and degrees, built once per block."""
+    """Local. Tensors of a block: edge endpoints and degrees, and its CSR matrices, built once per
+    block.
 
-    def __init__(self, block, src_degree=None):
+    ``device`` (None: the CPU): where the tensors live. On a device other than the CPU, the
+    constructor copies at once every tensor that the layers of ``matrices`` (names of
+    :data:`HOMOGENEOUS_MATRICES`) read, the matrices' transposes (backward passes) included,
+    so that a caller can build it inside a side CUDA stream; with ``non_blocking`` the copies go
+    from pinned host memory without waiting (the caller orders its streams). Structures of
+    :meth:`derived` (relational layers') move on first use.
+    """
+
+    def __init__(self, block, src_degree=None, device=None, non_blocking=False, matrices=HOMOGENEOUS_MATRICES):
+        self.device = torch.device("cpu") if device is None else torch.device(device)
+        self.non_blocking = bool(non_blocking)
         self.num_src, self.num_dst = block.num_src, block.num_dst
-        counts = torch.from_numpy(block.indptr).diff()
-        self.src = torch.from_numpy(block.src_pos)
-        self.in_degree = counts.to(torch.float32)
+        self._host_in_degree = np.diff(np.asarray(block.indptr)).astype(np.float32)
+        self.src = self._move(block.src_pos)
+        self.in_degree = self._move(self._host_in_degree)
         # graph degrees for GCN's symmetric normalisation (block degrees when unknown)
-        self.dst_graph_degree = (torch.from_numpy(block.dst_degree).to(torch.float32)
-                                 if getattr(block, "dst_degree", None) is not None else self.in_degree)
+        dst_degree = getattr(block, "dst_degree", None)
+        self.dst_graph_degree = (self._move(np.asarray(dst_degree, dtype=np.float32)) if dst_degree is not None
+                                 else self.in_degree)
         self._src_degree = src_degree
         #: constant source rows appended after the previous layer's output (a control variate's)
-        self.extra_rows = getattr(block, "extra_rows", None)
+        extra = getattr(block, "extra_rows", None)
+        self.extra_rows = self._move(extra) if extra is not None else None
         #: the previous layer's output is followed by the same rows before dropout
         self.with_expected = getattr(block, "with_expected", False)
         self._block = block
-        self._matrices = {}
+        #: the matrices and derived structures built so far, by key (shared with moved copies: :meth:`to`)
+        self.built = {}
+        if self.device.type != "cpu":
+            self.src_graph_degree  # noqa: B018 (built now, on the device)
+            for kind in matrices:
+                matrix = self.matrix(kind)
+                matrix.on(self.device, self.non_blocking)
+                matrix.transposed.on(self.device, self.non_blocking)
+
+    def _move(self, value) -> torch.Tensor:
+        """A numpy array or tensor on this block's device (a CPU one as it is)."""
+        if isinstance(value, torch.Tensor):
+            if value.device == self.device:
+                return value
+            if self.device.type != "cpu" and value.device.type == "cpu":
+                return to_device(value.numpy(), self.device, self.non_blocking)
+            return value.to(self.device)
+        return to_device(np.asarray(value), self.device, self.non_blocking)
+
+    def to(self, device, non_blocking=False) -> BlockTensors:
+        """Local. These block tensors on ``device`` (itself when already there); the host matrices
+        and their device copies are shared."""
+        device = torch.device(device)
+        if device == self.device:
+            return self
+        moved = BlockTensors(self._block, self._src_degree, device, non_blocking, matrices=())
+        moved.built = self.built
+        if device.type != "cpu":
+            for kind in HOMOGENEOUS_MATRICES:
+                if kind in self.built:
+                    self.built[kind].on(device, non_blocking)
+                    self.built[kind].transposed.on(device, non_blocking)
+        return moved
 
     @functools.cached_property
     def dst(self):
         """Destination of every edge."""
-        return torch.repeat_interleave(torch.arange(self.num_dst), self.in_degree.long())
+        return torch.repeat_interleave(torch.arange(self.num_dst, device=self.device), self.in_degree.long(),
+                                       output_size=int(self.src.shape[0]))
 
     @functools.cached_property
     def src_graph_degree(self):
         if self._src_degree is not None:
-            return torch.as_tensor(self._src_degree, dtype=torch.float32)
-        return torch.bincount(self.src, minlength=self.num_src).to(torch.float32)
+            degree = self._src_degree
+            if not isinstance(degree, torch.Tensor):
+                degree = np.asarray(degree, dtype=np.float32)
+            return self._move(degree).to(torch.float32)
+        return self._move(np.bincount(np.asarray(self._block.src_pos), minlength=self.num_src).astype(np.float32))
 
-    def _matrix(self, kind) -> CSR:
-        """The block's adjacency for :func:`~hpcgnn.nn.aggregate.spmm`, values 1 ('sum') or
-        1/in-degree ('mean'); a weighted block's edge weights for both (they sum to 1 per row: a
-        weighted mean)."""
-        if kind not in self._matrices:
-            weight = getattr(self._block, "edge_weight", None)
-            if weight is None and kind == "mean":
-                weight = (1.0 / self.in_degree.clamp(min=1)).repeat_interleave(self.in_degree.long()).numpy()
-            self._matrices[kind] = CSR(self._block.indptr, self._block.src_pos, weight, self.num_src)
-        return self._matrices[kind]
+    def matrix(self, kind) -> CSR:
+        """Local. The block's adjacency ``kind`` (a name of :data:`HOMOGENEOUS_MATRICES`) for
+        :func:`~hpcgnn.nn.aggregate.spmm`: values 1 ('sum') or 1/in-degree ('mean'), a weighted
+        block's edge weights for both (they sum to 1 per row: a weighted mean); 'with_self_loops'
+        as :attr:`with_self_loops`."""
+        if kind not in self.built:
+            if kind == "with_self_loops":
+                self.built[kind] = self._self_loops()
+            elif kind in ("sum", "mean"):
+                weight = getattr(self._block, "edge_weight", None)
+                if weight is None and kind == "mean":
+                    degree = self._host_in_degree
+                    weight = np.repeat(1.0 / np.maximum(degree, 1), degree.astype(np.int64)).astype(np.float32)
+                self.built[kind] = CSR(self._block.indptr, self._block.src_pos, weight, self.num_src)
+            else:
+                raise ValueError(f"unknown block matrix {kind!r} ({', '.join(HOMOGENEOUS_MATRICES)})")
+        return self.built[kind]
 
     def derived(self, key, build):
         """Local. ``build(block)`` (a structure other layers derive from the sampled block, such as a
         relational layer's per-relation matrices), built on first use of ``key`` and kept with
         the block's own matrices."""
-        if key not in self._matrices:
-            self._matrices[key] = build(self._block)
-        return self._matrices[key]
+        if key not in self.built:
+            self.built[key] = build(self._block)
+        return self.built[key]
 
-    @functools.cached_property
-    def with_self_loops(self) -> CSR:
-        """The block's adjacency with one more entry per destination, the edge from itself
-        (after its in-edges), values 1: the neighbourhood attention runs over."""
-        indptr = self._block.indptr + np.arange(self.num_dst + 1, dtype=np.int64)
+    def _self_loops(self) -> CSR:
+        indptr = np.asarray(self._block.indptr, dtype=np.int64) + np.arange(self.num_dst + 1, dtype=np.int64)
         col = np.empty(indptr[-1], dtype=np.int64)
         loops = indptr[1:] - 1
         col[loops] = np.arange(self.num_dst)
@@ -73,20 +130,31 @@ class BlockTensors:
         col[keep] = self._block.src_pos
         return CSR(indptr, col, None, self.num_src)
 
+    @property
+    def with_self_loops(self) -> CSR:
+        """The block's adjacency with one more entry per destination, the edge from itself
+        (after its in-edges), values 1: the neighbourhood attention runs over."""
+        return self.matrix("with_self_loops")
+
     def sum_neighbours(self, h_src):
-        """Sum of source rows over each destination's in-edges (a compiled sparse-dense product,
-        float32 or bfloat16 rows: no per-edge message tensor is materialised)."""
-        return spmm(self._matrix("sum"), h_src)
+        """Sum of source rows over each destination's in-edges (a sparse-dense product, float32 or
+        bfloat16 rows: no per-edge message tensor is materialised)."""
+        return spmm(self.matrix("sum"), h_src)
 
     def mean_neighbours(self, h_src):
         """Mean of source rows over each destination's in-edges (0 for no in-edges)."""
-        return spmm(self._matrix("mean"), h_src)
+        return spmm(self.matrix("mean"), h_src)
 
 
-def as_block_tensors(blocks, input_degree=None):
-    """Local. BlockTensors for a list of blocks (input side first)."""
+def as_block_tensors(blocks, input_degree=None, device=None, non_blocking=False, matrices=HOMOGENEOUS_MATRICES):
+    """Local. BlockTensors for a list of blocks (input side first), on ``device`` (None: the CPU)
+    with what :class:`BlockTensors` says of ``device``, ``non_blocking`` and ``matrices``; block
+    tensors given as such are moved there when they are elsewhere."""
     result = []
     for i, block in enumerate(blocks):
+        if isinstance(block, BlockTensors):
+            result.append(block if device is None else block.to(device, non_blocking))
+            continue
         src_degree = input_degree if i == 0 else getattr(blocks[i - 1], "dst_degree", None)
-        result.append(block if isinstance(block, BlockTensors) else BlockTensors(block, src_degree))
+        result.append(BlockTensors(block, src_degree, device, non_blocking, matrices))
     return result

@@ -9,15 +9,24 @@ sampler for graph in-degrees (GCN's symmetric normalisation).
 'bf16' the GEMMs run in bfloat16 under ``torch.autocast`` (the weights stay float32, cast per
 use), activations, dropout and aggregations stay in bfloat16 (the aggregations accumulate in
 float32: :mod:`hpcgnn.nn.aggregate`), and the output rows are float32, so losses and every
-reduction after the model are float32.
+reduction after the model are float32. The autocast is the device's of the model's parameters
+(CUDA autocast on a GPU); the row bucketing of :mod:`hpcgnn.nn.gemm` is for CPU autocast alone.
+
+``kernels`` ('compiled' or 'torch', :func:`~hpcgnn.nn.kernels.set_kernels`) picks the kernels of
+the aggregations, attention and dropout on the CPU (:mod:`hpcgnn.nn.kernels`); a model on a GPU
+computes by torch whatever it says, and its blocks are moved to the GPU when they arrive on the
+CPU (:func:`~hpcgnn.nn.block_tensors.as_block_tensors`).
 """
 from __future__ import annotations
+
+import contextlib
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from hpcgnn.nn.block_tensors import as_block_tensors
+from hpcgnn.nn import kernels as kernel_choice
+from hpcgnn.nn.block_tensors import BlockTensors, as_block_tensors
 from hpcgnn.nn.conv import GATConv, GraphConv, SAGEConv
 from hpcgnn.nn.dropout import Dropout
 
@@ -33,9 +42,19 @@ class LayerStack(nn.Module):
     record_hidden = False
     #: the layers' arithmetic (see the module docstring)
     precision = "fp32"
+    #: the kernels of the layers on the CPU (see the module docstring)
+    kernels = "compiled"
 
+    def _device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    @contextlib.contextmanager
     def _autocast(self):
-        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.precision == "bf16")
+        """The layers' arithmetic and kernels: autocast on the parameters' device under 'bf16'."""
+        device = self._device().type
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=self.precision == "bf16"), \
+                kernel_choice.using(self.kernels):
+            yield
 
     def __init__(self, layers, hidden_dims, dropout, norm, input_dropout=0.0):
         super().__init__()
@@ -53,7 +72,8 @@ class LayerStack(nn.Module):
             return self._forward(blocks, x, input_degree).float()
 
     def _forward(self, blocks, x, input_degree):
-        blocks = as_block_tensors(blocks, input_degree)
+        device = self._device()
+        blocks = as_block_tensors(blocks, input_degree, device=None if device.type == "cpu" else device)
         h = self.input_dropout(x)
         self.hidden, expected = [], None
         for i, (layer, block) in enumerate(zip(self.layers, blocks)):
@@ -75,6 +95,9 @@ class LayerStack(nn.Module):
 
     def layer_forward(self, i, block, h):
         """Local. Layer ``i`` alone, with what follows it (for layer-wise inference); float32 rows."""
+        device = self._device()
+        if device.type != "cpu":
+            block = block.to(device) if isinstance(block, BlockTensors) else BlockTensors(block, device=device)
         with self._autocast():
             h = self.layers[i](block, h)
             if i < len(self.layers) - 1:

@@ -10,6 +10,7 @@ every edge alike, on a typed graph too.
 from __future__ import annotations
 
 from hpcgnn.nn.config import ModelConfig
+from hpcgnn.nn.kernels import set_kernels
 from hpcgnn.nn.models import GAT, GCN, SAGE, set_precision
 from hpcgnn.nn.relational_models import RGAT, RGCN
 from hpcgnn.runtime.errors import InputError
@@ -32,7 +33,7 @@ def register(name, builder, relational=False):
 
 def build_model(config: ModelConfig, in_dim: int, num_classes: int, num_relations: int | None = None):
     """Local. The model ``config.model`` names, for ``in_dim`` input features and ``num_classes``
-    outputs, shaped by ``config`` (``hidden``, ``layers``, ``dropout``, ``norm``, ``precision``).
+    outputs, shaped by ``config`` (``hidden``, ``layers``, ``dropout``, ``norm``, ``precision``, ``kernels``).
     ``num_relations`` reaches relational models only (None: one relation, a homogeneous graph)."""
     builder = MODELS.named(config.model)
     if config.model in RELATIONAL:
@@ -40,6 +41,7 @@ def build_model(config: ModelConfig, in_dim: int, num_classes: int, num_relation
     else:
         model = builder(config, in_dim, num_classes)
     set_precision(model, config.precision)
+    set_kernels(model, config.kernels)
     return model
 
 
