@@ -81,11 +81,16 @@ class CSR:
         self.order = order
         self._on = {}
 
+    @property
+    def placed(self) -> tuple:
+        """The devices :meth:`on` has copied the matrix to so far."""
+        return tuple(self._on)
+
     def on(self, device, non_blocking=False) -> DeviceCSR:
         """Local. The matrix's tensors on ``device`` for the torch path, copied on first use and
         kept (a CPU device shares the numpy arrays). ``non_blocking``: copy to a CUDA device from
         pinned host memory without waiting (the caller orders its streams)."""
-        device = _normalised(device)
+        device = normalised_device(device)
         found = self._on.get(device)
         if found is None:
             found = self._on[device] = DeviceCSR(self, device, non_blocking)
@@ -111,7 +116,8 @@ class CSR:
         return out
 
 
-def _normalised(device) -> torch.device:
+def normalised_device(device) -> torch.device:
+    """Local. ``device`` as a torch.device, a CUDA one with its index (the current device's when unnamed)."""
     device = torch.device(device)
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
@@ -163,6 +169,15 @@ class DeviceCSR:
     def sparse(self) -> torch.Tensor:
         values = self.weight if self.weight is not None else torch.ones(self.nnz, device=self.device)
         return self.with_values(values)
+
+    def tensors(self) -> list:
+        """Local. Every tensor built so far (for ``Tensor.record_stream`` by a caller that built
+        them in a side CUDA stream)."""
+        found = [self.indptr, self.col, self.weight, self.order, self.__dict__.get("row")]
+        sparse = self.__dict__.get("sparse")
+        if sparse is not None:
+            found.append(sparse.values())
+        return [t for t in found if t is not None]
 
     def with_values(self, values) -> torch.Tensor:
         """Local. The sparse CSR tensor of this pattern with float32 ``values`` (one per entry)."""

@@ -8,7 +8,7 @@ import functools
 import numpy as np
 import torch
 
-from hpcgnn.nn.aggregate import CSR, spmm, to_device
+from hpcgnn.nn.aggregate import CSR, normalised_device, spmm, to_device
 
 #: the matrices the homogeneous layers aggregate with (SAGE's 'mean', GCN's and SAGE-gcn's 'sum',
 #: GAT's 'with_self_loops'): what a BlockTensors on a device builds there at once
@@ -28,7 +28,7 @@ class BlockTensors:
     """
 
     def __init__(self, block, src_degree=None, device=None, non_blocking=False, matrices=HOMOGENEOUS_MATRICES):
-        self.device = torch.device("cpu") if device is None else torch.device(device)
+        self.device = torch.device("cpu") if device is None else normalised_device(device)
         self.non_blocking = bool(non_blocking)
         self.num_src, self.num_dst = block.num_src, block.num_dst
         self._host_in_degree = np.diff(np.asarray(block.indptr)).astype(np.float32)
@@ -59,15 +59,15 @@ class BlockTensors:
         if isinstance(value, torch.Tensor):
             if value.device == self.device:
                 return value
-            if self.device.type != "cpu" and value.device.type == "cpu":
-                return to_device(value.numpy(), self.device, self.non_blocking)
-            return value.to(self.device)
+            if self.non_blocking and self.device.type == "cuda" and value.device.type == "cpu":
+                value = value.pin_memory()  # the pinned allocator keeps it until the transfer is done
+            return value.to(self.device, non_blocking=self.non_blocking)
         return to_device(np.asarray(value), self.device, self.non_blocking)
 
     def to(self, device, non_blocking=False) -> BlockTensors:
         """Local. These block tensors on ``device`` (itself when already there); the host matrices
         and their device copies are shared."""
-        device = torch.device(device)
+        device = normalised_device(device)
         if device == self.device:
             return self
         moved = BlockTensors(self._block, self._src_degree, device, non_blocking, matrices=())
@@ -78,6 +78,20 @@ class BlockTensors:
                     self.built[kind].on(device, non_blocking)
                     self.built[kind].transposed.on(device, non_blocking)
         return moved
+
+    def device_tensors(self) -> list:
+        """Local. Every tensor of this block on its device built so far, its matrices' included (a
+        caller that built them in a side CUDA stream marks them with ``record_stream`` for the
+        stream that computes with them); empty on the CPU."""
+        if self.device.type == "cpu":
+            return []
+        found = [self.src, self.in_degree, self.dst_graph_degree, self.__dict__.get("src_graph_degree"),
+                 self.__dict__.get("dst"), self.extra_rows]
+        for structure in self.built.values():
+            for matrix in (structure, structure.__dict__.get("transposed")) if isinstance(structure, CSR) else ():
+                if matrix is not None and self.device in matrix.placed:
+                    found.extend(matrix.on(self.device).tensors())
+        return [t for t in found if isinstance(t, torch.Tensor) and t.device == self.device]
 
     @functools.cached_property
     def dst(self):

@@ -73,7 +73,8 @@ class LayerStack(nn.Module):
 
     def _forward(self, blocks, x, input_degree):
         device = self._device()
-        blocks = as_block_tensors(blocks, input_degree, device=None if device.type == "cpu" else device)
+        # blocks that arrive on the host move here; their matrices follow on first use
+        blocks = as_block_tensors(blocks, input_degree, device=None if device.type == "cpu" else device, matrices=())
         h = self.input_dropout(x)
         self.hidden, expected = [], None
         for i, (layer, block) in enumerate(zip(self.layers, blocks)):
@@ -97,7 +98,10 @@ class LayerStack(nn.Module):
         """Local. Layer ``i`` alone, with what follows it (for layer-wise inference); float32 rows."""
         device = self._device()
         if device.type != "cpu":
-            block = block.to(device) if isinstance(block, BlockTensors) else BlockTensors(block, device=device)
+            if isinstance(block, BlockTensors):
+                block = block.to(device)
+            else:
+                block = BlockTensors(block, device=device, matrices=())
         with self._autocast():
             h = self.layers[i](block, h)
             if i < len(self.layers) - 1:

@@ -226,6 +226,9 @@ def test_block_tensors_on_a_device_hold_every_tensor_there():
             matrix = tensors.matrix(kind)
             on, flipped = matrix.on("cuda"), matrix.transposed.on("cuda")
             assert on.col.is_cuda and on.indptr.is_cuda and flipped.col.is_cuda and flipped.order.is_cuda
+    built = moved[0].device_tensors()
+    assert len(built) > 10 and all(t.is_cuda for t in built)
+    assert hnn.BlockTensors(blocks[0]).device_tensors() == []
     again = hnn.as_block_tensors(moved, device="cuda")
     assert all(a is b for a, b in zip(again, moved))
 
