@@ -224,7 +224,8 @@ class DeviceStage:
         else:
             feat = put(feat)
         extra = {key: put(value) if isinstance(value, torch.Tensor) else value for key, value in batch.extra.items()}
-        tensors = as_block_tensors(blocks, degree, device=device, non_blocking=cuda)
+        # matrices are built on first use, on the device by the stream that computes (no host work)
+        tensors = as_block_tensors(blocks, degree, device=device, non_blocking=cuda, matrices=())
         return dataclasses.replace(batch, blocks=tensors, input_degree=None, feat=feat, label=put(batch.label),
                                    extra=extra)
 

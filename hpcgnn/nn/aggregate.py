@@ -159,6 +159,17 @@ class DeviceCSR:
         self.order = None if matrix.order is None else to_device(np.asarray(matrix.order, np.int64), device,
                                                                    non_blocking)
 
+    @classmethod
+    def of_tensors(cls, indptr, col, weight, num_cols, order=None, row=None) -> DeviceCSR:
+        """Local. A matrix of index and value tensors already on their device (no host copy)."""
+        self = cls.__new__(cls)
+        self.device, self.num_rows, self.num_cols = indptr.device, int(indptr.shape[0]) - 1, int(num_cols)
+        self.nnz = int(col.shape[0])
+        self.indptr, self.col, self.weight, self.order = indptr, col, weight, order
+        if row is not None:
+            self.row = row  # fills the cached property
+        return self
+
     @functools.cached_property
     def row(self) -> torch.Tensor:
         counts = self.indptr.diff()
@@ -188,7 +199,57 @@ class DeviceCSR:
         with torch.autocast(h.device.type, enabled=False):
             if not self.nnz or not h.shape[1]:
                 return torch.zeros(self.num_rows, h.shape[1], dtype=h.dtype, device=h.device)
+            if self.nnz > self.num_rows * self.num_cols:
+                # a tiny matrix with repeated entries, which cuSPARSE refuses: a gather and a sum
+                rows = h.detach().float()[self.col]
+                if self.weight is not None:
+                    rows = rows * self.weight[:, None]
+                out = torch.zeros(self.num_rows, h.shape[1], dtype=torch.float32, device=h.device)
+                return out.index_add_(0, self.row, rows).to(h.dtype)
             return (self.sparse @ h.detach().float()).to(h.dtype)
+
+
+class DeviceMatrix:
+    """Local. A block's matrix built on its device from the block's device tensors, for the torch
+    path: the role of :class:`CSR` where no host copy exists. The transpose (backward passes) is
+    computed on the device too, so a GPU step leaves the host nothing to do per matrix; nothing
+    here waits for the device (sizes come from the host's counts).
+
+    Parameters
+    ----------
+    matrix : DeviceCSR
+    """
+
+    def __init__(self, matrix: DeviceCSR):
+        self.matrix = matrix
+        self.num_rows, self.num_cols, self.col = matrix.num_rows, matrix.num_cols, matrix.col
+        self.order = matrix.order
+
+    @property
+    def placed(self) -> tuple:
+        """The one device the matrix lives on."""
+        return (self.matrix.device,)
+
+    def on(self, device, non_blocking=False) -> DeviceCSR:
+        """Local. The matrix's tensors (already on ``device``)."""
+        if normalised_device(device) != self.matrix.device:
+            raise ValueError(f"a matrix on {self.matrix.device} used on {device}")
+        return self.matrix
+
+    @functools.cached_property
+    def transposed(self) -> DeviceMatrix:
+        m = self.matrix
+        order = torch.argsort(m.col, stable=True)
+        counts = torch.zeros(m.num_cols, dtype=torch.int64, device=m.device).index_add_(
+            0, m.col, torch.ones_like(m.col))
+        indptr = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+        weight = None if m.weight is None else m.weight[order]
+        return DeviceMatrix(DeviceCSR.of_tensors(indptr, m.row[order], weight, m.num_rows, order=order,
+                                                 row=m.col[order]))
+
+    def product(self, h) -> torch.Tensor:
+        """Local. ``self @ h`` (no autograd: see :func:`spmm`)."""
+        return self.matrix.product(h)
 
 
 class _SpMM(torch.autograd.Function):

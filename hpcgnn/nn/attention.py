@@ -120,6 +120,11 @@ def _head_products(on, alpha, rows, dtype) -> torch.Tensor:
     heads = alpha.shape[1]
     if not on.nnz:
         return torch.zeros(on.num_rows, rows.shape[1], dtype=dtype, device=rows.device)
+    if on.nnz > on.num_rows * on.num_cols:
+        # a tiny matrix with repeated entries, which cuSPARSE refuses: gathered messages summed per row
+        messages = rows.float().view(rows.shape[0], heads, -1)[on.col] * alpha[:, :, None]
+        out = torch.zeros(on.num_rows, heads, messages.shape[2], device=rows.device)
+        return out.index_add_(0, on.row, messages).view(on.num_rows, -1).to(dtype)
     blocks = [on.with_values(alpha[:, h].contiguous()) @ part for h, part in enumerate(_per_head(rows, heads))]
     return torch.stack(blocks, dim=1).view(on.num_rows, -1).to(dtype)
 

@@ -8,7 +8,7 @@ import functools
 import numpy as np
 import torch
 
-from hpcgnn.nn.aggregate import CSR, normalised_device, spmm, to_device
+from hpcgnn.nn.aggregate import CSR, DeviceCSR, DeviceMatrix, normalised_device, spmm, to_device
 
 #: the matrices the homogeneous layers aggregate with (SAGE's 'mean', GCN's and SAGE-gcn's 'sum',
 #: GAT's 'with_self_loops'): what a BlockTensors on a device builds there at once
@@ -47,12 +47,13 @@ class BlockTensors:
         self._block = block
         #: the matrices and derived structures built so far, by key (shared with moved copies: :meth:`to`)
         self.built = {}
+        #: row offsets on the device (None on the CPU): a device's matrices are built from them there
+        self.indptr = None
         if self.device.type != "cpu":
+            self.indptr = self._move(block.indptr)
             self.src_graph_degree  # noqa: B018 (built now, on the device)
             for kind in matrices:
-                matrix = self.matrix(kind)
-                matrix.on(self.device, self.non_blocking)
-                matrix.transposed.on(self.device, self.non_blocking)
+                self.matrix(kind).transposed  # noqa: B018 (built now, on the device)
 
     def _move(self, value) -> torch.Tensor:
         """A numpy array or tensor on this block's device (a CPU one as it is)."""
@@ -71,12 +72,10 @@ class BlockTensors:
         if device == self.device:
             return self
         moved = BlockTensors(self._block, self._src_degree, device, non_blocking, matrices=())
-        moved.built = self.built
-        if device.type != "cpu":
-            for kind in HOMOGENEOUS_MATRICES:
-                if kind in self.built:
-                    self.built[kind].on(device, non_blocking)
-                    self.built[kind].transposed.on(device, non_blocking)
+        if device.type == "cpu":
+            moved.built = {key: value for key, value in self.built.items() if isinstance(value, CSR)}
+        else:  # the homogeneous matrices are rebuilt there from the block's tensors; derived ones move on use
+            moved.built = {key: value for key, value in self.built.items() if key not in HOMOGENEOUS_MATRICES}
         return moved
 
     def device_tensors(self) -> list:
@@ -85,12 +84,13 @@ class BlockTensors:
         stream that computes with them); empty on the CPU."""
         if self.device.type == "cpu":
             return []
-        found = [self.src, self.in_degree, self.dst_graph_degree, self.__dict__.get("src_graph_degree"),
+        found = [self.src, self.indptr, self.in_degree, self.dst_graph_degree, self.__dict__.get("src_graph_degree"),
                  self.__dict__.get("dst"), self.extra_rows]
         for structure in self.built.values():
-            for matrix in (structure, structure.__dict__.get("transposed")) if isinstance(structure, CSR) else ():
-                if matrix is not None and self.device in matrix.placed:
-                    found.extend(matrix.on(self.device).tensors())
+            if isinstance(structure, (CSR, DeviceMatrix)):
+                for matrix in (structure, structure.__dict__.get("transposed")):
+                    if matrix is not None and self.device in matrix.placed:
+                        found.extend(matrix.on(self.device).tensors())
         return [t for t in found if isinstance(t, torch.Tensor) and t.device == self.device]
 
     @functools.cached_property
@@ -113,6 +113,8 @@ class BlockTensors:
         :func:`~hpcgnn.nn.aggregate.spmm`: values 1 ('sum') or 1/in-degree ('mean'), a weighted
         block's edge weights for both (they sum to 1 per row: a weighted mean); 'with_self_loops'
         as :attr:`with_self_loops`."""
+        if kind not in self.built and self.device.type != "cpu":
+            self.built[kind] = self._device_matrix(kind)
         if kind not in self.built:
             if kind == "with_self_loops":
                 self.built[kind] = self._self_loops()
@@ -133,6 +135,12 @@ class BlockTensors:
         if key not in self.built:
             self.built[key] = build(self._block)
         return self.built[key]
+
+    def _device_matrix(self, kind) -> DeviceMatrix:
+        weight = getattr(self._block, "edge_weight", None)
+        if weight is not None:
+            weight = self._move(np.asarray(weight, dtype=np.float32))
+        return matrix_of_tensors(kind, self.indptr, self.src, self.num_src, weight)
 
     def _self_loops(self) -> CSR:
         indptr = np.asarray(self._block.indptr, dtype=np.int64) + np.arange(self.num_dst + 1, dtype=np.int64)
@@ -158,6 +166,31 @@ class BlockTensors:
     def mean_neighbours(self, h_src):
         """Mean of source rows over each destination's in-edges (0 for no in-edges)."""
         return spmm(self.matrix("mean"), h_src)
+
+
+def matrix_of_tensors(kind, indptr, src, num_src, edge_weight=None) -> DeviceMatrix:
+    """Local. The block matrix ``kind`` (a name of :data:`HOMOGENEOUS_MATRICES`) of row offsets
+    ``indptr`` and sources ``src``, built where those tensors are, entry for entry what
+    :meth:`BlockTensors.matrix` makes on the host: a GPU step builds its matrices on the GPU."""
+    if kind not in HOMOGENEOUS_MATRICES:
+        raise ValueError(f"unknown block matrix {kind!r} ({', '.join(HOMOGENEOUS_MATRICES)})")
+    indptr, src = indptr.long(), src.long()
+    device, num_dst, edges = indptr.device, int(indptr.shape[0]) - 1, int(src.shape[0])
+    counts = indptr.diff()
+    dst_ids = torch.arange(num_dst, device=device)
+    row = torch.repeat_interleave(dst_ids, counts, output_size=edges)
+    if kind == "with_self_loops":
+        # entry e of row r moves down by the r loops before it; row r's loop closes the row
+        loop_indptr = indptr + torch.arange(num_dst + 1, device=device)
+        col = torch.empty(edges + num_dst, dtype=torch.int64, device=device)
+        col[torch.arange(edges, device=device) + row] = src
+        col[loop_indptr[1:] - 1] = dst_ids
+        loop_row = torch.repeat_interleave(dst_ids, counts + 1, output_size=edges + num_dst)
+        return DeviceMatrix(DeviceCSR.of_tensors(loop_indptr, col, None, num_src, row=loop_row))
+    weight = edge_weight
+    if weight is None and kind == "mean":
+        weight = (1.0 / counts.clamp(min=1).to(torch.float32))[row]
+    return DeviceMatrix(DeviceCSR.of_tensors(indptr, src, weight, num_src, row=row))
 
 
 def as_block_tensors(blocks, input_degree=None, device=None, non_blocking=False, matrices=HOMOGENEOUS_MATRICES):

@@ -80,9 +80,14 @@ def train_step(session: Session, batch, scale=1.0, first=True, last=True) -> Ste
 
 
 def finish_queued(device):
-    """Local. Wait until ``device`` has run the work queued on it (nothing to wait for on the CPU)."""
+    """Local. Wait until ``device`` has run the work queued on it (nothing to wait for on the CPU).
+
+    The wait blocks on an event rather than spinning, so the rank's prefetch thread gets the core
+    while the GPU computes."""
     if device.type == "cuda":
-        torch.cuda.synchronize(device)
+        done = torch.cuda.Event(blocking=True)
+        done.record(torch.cuda.current_stream(device))
+        done.synchronize()
 
 
 def micro_batch_role(i, num_batches, accumulate) -> tuple[float, bool, bool]:

@@ -134,7 +134,7 @@ def open_session(config: TrainConfig, comm) -> Session:
     sampler = spec.build(graph, config.sampler.options,
                          SamplerRun(config.model.layers, config.seed, getattr(model, "needs_degrees", False)))
     control = ControlVariate(graph, model) if spec.history else None
-    prefetch, threads = thread_plan(runtime.prefetch, cores_per_rank(comm))
+    prefetch, threads = thread_plan(runtime.prefetch, cores_per_rank(comm), placement.device.type == "cuda")
     torch.set_num_threads(threads)
     loader = task.build_loader(graph, config, sampler, prefetch)
     # the fused CPU kernel: one pass over all parameters, a third of the foreach version's time
@@ -175,15 +175,17 @@ def use_kernels(model, kernels):
     set_kernels(model, kernels)
 
 
-def thread_plan(prefetch, cores) -> tuple[int, int]:
+def thread_plan(prefetch, cores, gpu=False) -> tuple[int, int]:
     """Local. ``(prefetch depth, torch threads)`` for a rank with ``cores`` cores of its own.
 
     The prefetch thread needs a core of its own (else it only competes with the model, and its
-    MPI waits spin): 2 batches ahead when the rank has a spare core, none otherwise.
+    MPI waits spin): 2 batches ahead when the rank has a spare core, none otherwise. A rank whose
+    model computes on a GPU (``gpu``) always prefetches: its own thread mostly waits for the
+    GPU, blocked, and the sampling and gathering take that core meanwhile.
     ``prefetch`` >= 0 is the user's choice. Torch gets ``OMP_NUM_THREADS`` when it is set, else
     the cores left after the prefetch thread's.
     """
-    depth = prefetch if prefetch >= 0 else (2 if cores > 1 else 0)
+    depth = prefetch if prefetch >= 0 else (2 if cores > 1 or gpu else 0)
     threads = os.environ.get("OMP_NUM_THREADS", "")
     if threads.isdigit() and int(threads) > 0:
         return depth, int(threads)

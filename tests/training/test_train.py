@@ -294,5 +294,7 @@ def test_thread_plan_gives_the_prefetch_thread_a_core_only_when_there_is_one(mon
     assert thread_plan(-1, 8) == (2, 7)
     assert thread_plan(0, 8) == (0, 8)
     assert thread_plan(3, 1) == (3, 1)
+    assert thread_plan(-1, 1, gpu=True) == (2, 1)  # the rank's own thread waits for its GPU, blocked
+    assert thread_plan(0, 1, gpu=True) == (0, 1)
     monkeypatch.setenv("OMP_NUM_THREADS", "4")
     assert thread_plan(-1, 8) == (2, 4)
