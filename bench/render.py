@@ -51,6 +51,9 @@ SECTIONS = {
     "relational_sampling": "Per-relation sampling",
     "relational_layers": "R-GCN and R-GAT layers",
     "hetero_generate": "A typed graph of IGBH's schema",
+    "gpu": "Training on a GPU",
+    "gpu_profile": "One rank's GPU steps, profiled",
+    "torch_kernels": "Torch kernels beside the compiled ones",
 }
 #: the fields every record must have
 REQUIRED = ("command", "commit", "date", "machine")
