@@ -33,6 +33,16 @@ from hpcgnn.nn.dropout import Dropout
 PRECISIONS = ("fp32", "bf16")
 
 
+def model_device(model) -> torch.device:
+    """Local. The device ``model``'s parameters (else buffers) live on; the CPU for a model with neither
+    (a link scorer without weights)."""
+    for tensor in model.parameters():
+        return tensor.device
+    for tensor in model.buffers():
+        return tensor.device
+    return torch.device("cpu")
+
+
 class LayerStack(nn.Module):
     """Layers applied block by block with activation, normalisation and dropout between them."""
 
@@ -46,7 +56,7 @@ class LayerStack(nn.Module):
     kernels = "compiled"
 
     def _device(self) -> torch.device:
-        return next(self.parameters()).device
+        return model_device(self)
 
     @contextlib.contextmanager
     def _autocast(self):

@@ -16,6 +16,7 @@ from hpcgnn.format.fields import MASKS
 from hpcgnn.loading.device_stage import to_device
 from hpcgnn.loading.typed_rows import TypedRows, typed_rows
 from hpcgnn.nn import BlockTensors, as_block_tensors
+from hpcgnn.nn.models import model_device
 from hpcgnn.runtime.rng import derive_seed
 from hpcgnn.runtime.watchdog import beat, waiting_in
 from hpcgnn.sampling import NeighborSampler
@@ -103,7 +104,7 @@ def layerwise_inference(model, graph, batch_size=10_000, inputs=None, needs_degr
     """
     was_training = model.training
     model.eval()
-    device = next(model.parameters()).device  # a GPU model reads its blocks and rows on the GPU
+    device = model_device(model)  # a GPU model reads its blocks and rows on the GPU
     if needs_degrees is None:
         needs_degrees = getattr(model, "needs_degrees", False)
     sampler = sampler or NeighborSampler([-1], input_degrees=needs_degrees)

@@ -24,6 +24,7 @@ from torch.nn import functional as F
 from hpcgnn.graph import edge_split
 from hpcgnn.loading.edge_loader import EdgeDataLoader
 from hpcgnn.nn.link import PREDICTORS, build_link_model
+from hpcgnn.nn.models import model_device
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.flags import MAX_REPEATS, Domain
 from hpcgnn.runtime.options import option
@@ -110,7 +111,7 @@ def score_edges(model, embeddings, src, dst, neg, neg_src=None):
     n, k = neg.shape
     pos_scores, neg_scores = np.empty(n), np.empty((n, k))
     step = max(1, _EVAL_CHUNK_PAIRS // (k + 1))
-    device = next(model.parameters()).device  # the rows are read on the CPU; a GPU model scores them there
+    device = model_device(model)  # the rows are read on the CPU; a GPU model scores them there
 
     def rows(ids):
         return torch.from_numpy(embeddings.gather(ids)).to(device)
