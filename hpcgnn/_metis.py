@@ -25,7 +25,7 @@ _OPTION_SEED = 8  # METIS 5.1 option layout (pymetis.options_indices.SEED)
 def _library():
     # METIS itself is the C library inside pymetis's extension module (see part_graph_kway); imported
     # on first use, so that training and the other partitioning methods run where pymetis is missing
-    import pymetis._internal as metis_extension
+    import pymetis._internal as metis_extension  # deferred: pymetis is needed only where METIS runs
 
     lib = ctypes.CDLL(metis_extension.__file__)
     lib.METIS_PartGraphKway.restype = ctypes.c_int

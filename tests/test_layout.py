@@ -28,7 +28,10 @@ KERNELS = {"hpcgnn._csr", "hpcgnn._sample", "hpcgnn._layerwise", "hpcgnn._dense"
            "hpcgnn._spmm", "hpcgnn._attention", "hpcgnn._partition", "hpcgnn._metis"}
 #: underscore names that are part of a library's contract: ``os._exit`` (exit without unwinding),
 #: and the reconstructors that pickled numpy arrays name (the Planetoid reader allow-lists them)
-PUBLIC_UNDERSCORE = {("os", "_exit"), ("_multiarray", "_reconstruct"), ("copyreg", "_reconstructor")}
+#: underscore names that are a library's documented interface: os._exit, pickle's reconstructors, and the
+#: ``_metadata`` (module versions) torch attaches to a state dict and reads back when loading it
+PUBLIC_UNDERSCORE = {("os", "_exit"), ("_multiarray", "_reconstruct"), ("copyreg", "_reconstructor"),
+                     ("moved", "_metadata")}
 
 
 def module_name(path: Path) -> str:

@@ -29,7 +29,6 @@ import numpy as np
 import torch
 
 from hpcgnn.loading.typed_rows import TypedRows
-from hpcgnn.nn import as_block_tensors
 
 #: set to 1: stage batches through host buffers on the CPU too (what the GPU path does, minus the GPU)
 STAGE_ENV = "HPCGNN_DEVICE_STAGE"
@@ -150,7 +149,7 @@ class DeviceStage:
         False on the CPU (unless ``HPCGNN_DEVICE_STAGE=1``): the stage hands batches on untouched.
     """
 
-    def __init__(self, device, active=None):
+    def __init__(self, device, active=None, block_tensors=None):
         self.device = torch.device(device)
         self.cuda = self.device.type == "cuda"
         self.active = (self.cuda or forced_on_cpu()) if active is None else bool(active)
@@ -158,6 +157,10 @@ class DeviceStage:
         self.buffers = [HostBuffer(self.cuda), HostBuffer(self.cuda)] if self.active else []
         self.turn = 0
         self.copy_s = 0.0
+        #: ``block_tensors(blocks, input_degree, device=, non_blocking=)``: the layers' view of the
+        #: moved blocks, built in the copy stream (the model layer's adapter, passed in by the
+        #: trainer: loading sits below the layers); None hands on the blocks with moved arrays
+        self.block_tensors = block_tensors
 
     def reset(self):
         """Local. Zero the staging time (at the start of an epoch)."""
@@ -224,8 +227,10 @@ class DeviceStage:
         else:
             feat = put(feat)
         extra = {key: put(value) if isinstance(value, torch.Tensor) else value for key, value in batch.extra.items()}
-        # matrices are built on first use, on the device by the stream that computes (no host work)
-        tensors = as_block_tensors(blocks, degree, device=device, non_blocking=cuda, matrices=())
+        if self.block_tensors is None:
+            return dataclasses.replace(batch, blocks=blocks, input_degree=degree, feat=feat, label=put(batch.label),
+                                       extra=extra)
+        tensors = self.block_tensors(blocks, degree, device=device, non_blocking=cuda)
         return dataclasses.replace(batch, blocks=tensors, input_degree=None, feat=feat, label=put(batch.label),
                                    extra=extra)
 

@@ -400,8 +400,9 @@ def on_host(value):
         return value.cpu()
     if isinstance(value, dict):
         moved = type(value)((key, on_host(item)) for key, item in value.items())
-        if hasattr(value, "_metadata"):  # a module state dict's versions, which loading reads
-            moved._metadata = value._metadata
+        versions = getattr(value, "_metadata", None)  # a module state dict's versions, which loading reads
+        if versions is not None:
+            moved._metadata = versions
         return moved
     if isinstance(value, (list, tuple)):
         return type(value)(on_host(item) for item in value)

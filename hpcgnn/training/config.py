@@ -40,6 +40,7 @@ from hpcgnn.runtime.options import add_options, as_dict, declared, flag_of, note
 from hpcgnn.runtime.watchdog import DEFAULT_TIMEOUT_S
 from hpcgnn.sampling.registry import AT_DEFAULT, SAMPLERS, option_owners
 from hpcgnn.tasks.registry import TASKS
+from hpcgnn.training.device import DEVICES, device_name, refuse_on_device
 from hpcgnn.training.schedule import EVAL_PERIOD
 
 RATE = Domain(float, gt=0)
@@ -49,8 +50,6 @@ WATCHDOG_S = Domain(float, gt=0, le=MAX_SECONDS, special={0: "never"})
 #: hpcgnn.graph.feature_scale.FEATURE_SCALES
 FEATURE_SCALES = ("auto", "standard", "row", "none")
 COMPRESSIONS = ("none", "bf16", "topk:R")
-#: where the model computes (hpcgnn.training.device): auto is cuda where torch sees a GPU, else cpu
-DEVICES = ("cpu", "cuda", "auto")
 #: modules imported before the flags are read, so that what they register has its flags
 PLUGIN_ENTRY_POINTS = "hpcgnn.plugins"
 
@@ -342,7 +341,6 @@ def settle_kernels(config, kernels, where=None) -> TrainConfig:
     """Local. ``config`` with ``--device auto`` resolved on this process and the layers' kernels
     settled: ``kernels`` as given, else the torch kernels on a GPU and the model's default on the
     CPU; the compiled kernels on a GPU are refused in one line."""
-    from hpcgnn.training.device import device_name  # deferred: imports this module
 
     device = device_name(config.runtime.device)
     config = replace(config, runtime=replace(config.runtime, device=device))
@@ -428,7 +426,6 @@ def check_settings(config, task, where=None):
     if (output.resume or output.checkpoint_every) and not output.checkpoint_dir:
         raise InputError(where, "--resume and --checkpoint-every need --checkpoint-dir", "--checkpoint-dir")
     if config.runtime.device == "cuda":
-        from hpcgnn.training.device import refuse_on_device  # deferred: imports this module
 
         refuse_on_device(config, where)
 

@@ -25,7 +25,9 @@ import torch
 
 from hpcgnn.runtime.comm import host_id, mpi
 from hpcgnn.runtime.errors import InputError
-from hpcgnn.training.config import DEVICES
+
+#: where the model computes (--device): auto is cuda where torch sees a GPU, else cpu
+DEVICES = ("cpu", "cuda", "auto")
 
 __all__ = ["DEVICES", "Placement", "cuda_aware_mpi", "cuda_memory_peak_mib", "device_name", "place_rank",
            "refuse_on_device"]

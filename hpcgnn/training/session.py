@@ -7,6 +7,7 @@ the random streams that must differ per rank (dropout, any torch/numpy draw) are
 """
 from __future__ import annotations
 
+import functools
 import os
 import random
 from dataclasses import dataclass, replace
@@ -19,7 +20,7 @@ from hpcgnn.format.schema import typed_field_name
 from hpcgnn.graph import DistGraph
 from hpcgnn.graph.feature_scale import scale_features
 from hpcgnn.loading.device_stage import DeviceStage
-from hpcgnn.nn import seed_dropout
+from hpcgnn.nn import as_block_tensors, seed_dropout
 from hpcgnn.runtime.collectives import broadcast_, fail_together
 from hpcgnn.runtime.comm import cores_per_rank
 from hpcgnn.runtime.errors import InputError
@@ -161,7 +162,8 @@ def open_session(config: TrainConfig, comm) -> Session:
 
 def staged(device, loader) -> DeviceStage:
     """Local. The stage that moves ``loader``'s batches to ``device`` (the identity on the CPU)."""
-    stage = DeviceStage(device)
+    # matrices are built on first use, on the device by the stream that computes (no host work)
+    stage = DeviceStage(device, block_tensors=functools.partial(as_block_tensors, matrices=()))
     stage.prepare(loader)
     return stage
 

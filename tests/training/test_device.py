@@ -76,7 +76,9 @@ def test_the_stage_hands_over_each_batch_once_in_order(monkeypatch):
                          label=torch.tensor([i, i]), extra={"loss_weight": torch.ones(2) * i})
 
     made = [batch(i) for i in range(5)]
-    stage = DeviceStage("cpu", active=True)
+    from hpcgnn.nn import as_block_tensors
+
+    stage = DeviceStage("cpu", active=True, block_tensors=as_block_tensors)
     seen = []
     for got, original in zip(stage(iter(made)), made):
         assert got is not original and got.feat is not original.feat
