@@ -8,7 +8,7 @@ import numpy as np
 
 from hpcgnn.graph.dist_graph import DistGraph
 from hpcgnn.runtime.collectives import allgather_int, exchange
-from hpcgnn.runtime.rng import generator
+from hpcgnn.runtime.rng import derive_seed, generator, unit_uniform
 from hpcgnn.store.dist_tensor import DistTensor
 
 
@@ -108,6 +108,44 @@ def edge_split(graph: DistGraph, comm=None, seed=0, undirected=None) -> SeedEdge
     rows = _even_out(mine, comm, seed, "edge_split")
     rows = rows[np.argsort(rows[:, 0], kind="stable")]
     return SeedEdges(rows[:, 0].copy(), rows[:, 1].copy(), rows[:, 2].copy())
+
+
+def fold_of_nodes(graph: DistGraph, pool, folds, seed=0, comm=None) -> np.ndarray:
+    """Collective over comm. The cross-validation fold (0 .. folds - 1) of each of this rank's
+    nodes in ``pool``, -1 for the others.
+
+    The pool's nodes are ordered by label (a multi-label ``[N, C]`` label or none: one class), then
+    by a seeded hash of each node's original id, and dealt out to the folds in turn: every fold
+    holds each class's share to within one node (stratified), and the assignment depends only on
+    the seed and the input's node ids, not on the rank count or the partitioning.
+
+    Parameters
+    ----------
+    graph : DistGraph
+    pool : str, DistTensor or ndarray
+        The nodes to fold, as :func:`node_split`'s ``mask``.
+    folds : int
+        Number of folds (at least 2).
+    seed : int
+    comm : MPI communicator, optional
+        Default: the graph's.
+    """
+    comm = comm if comm is not None else graph.comm
+    rows = np.flatnonzero(_local_mask(pool, graph))
+    label = graph.ndata.get("label")
+    classes = (label.local[rows].astype(np.int64) if label is not None and len(label.shape) == 1
+               else np.zeros(rows.shape[0], dtype=np.int64))
+    orig_ids = graph.orig_id[rows]
+    gathered = comm.allgather((classes, orig_ids))
+    all_classes = np.concatenate([c for c, _ in gathered])
+    all_ids = np.concatenate([i for _, i in gathered])
+    order = np.lexsort((all_ids, unit_uniform(all_ids.astype(np.uint64), derive_seed(seed, "folds")), all_classes))
+    fold_by_entry = np.empty(all_ids.shape[0], dtype=np.int64)
+    fold_by_entry[order] = np.arange(all_ids.shape[0]) % folds
+    start = sum(c.shape[0] for c, _ in gathered[:comm.rank])
+    fold = np.full(graph.local_nodes[1] - graph.local_nodes[0], -1, dtype=np.int64)
+    fold[rows] = fold_by_entry[start:start + rows.shape[0]]
+    return fold
 
 
 def _local_mask(mask, graph) -> np.ndarray:

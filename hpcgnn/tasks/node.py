@@ -94,6 +94,7 @@ class NodeClassification(Task):
     summary = "classify nodes (label, masks)"
     metrics = METRICS
     scored = "nodes' logits"
+    folds_nodes = True
 
     def settle(self, config, graph):
         """Local. What a typed graph settles: batches sampled per relation (``--sampler neighbor``,

@@ -59,6 +59,9 @@ class Task:
         What the collapse check watches, in words ("nodes' logits").
     fit_keys : tuple of str
         Settings a checkpoint must share with the run that resumes it, besides the model's shape.
+    folds_nodes : bool
+        Whether its training and validation sets are node masks that ``--refit-folds`` may deal
+        into cross-validation folds (:func:`hpcgnn.graph.fold_of_nodes`).
     """
 
     name = ""
@@ -67,6 +70,7 @@ class Task:
     metrics = ()
     scored = "outputs"
     fit_keys = ()
+    folds_nodes = False
 
     def settle(self, config, graph):
         """Local. ``config`` with what the dataset settles before anything is built (default: unchanged)."""

@@ -127,6 +127,13 @@ class EvaluationConfig:
     early_stop: int = option(0, "end training once the --select value has not improved for this many epochs "
                              "(0: never)", type=Domain(int, ge=1, le=MAX_COUNT, special={0: "never"}),
                              metavar="PATIENCE")
+    refit_folds: int = option(0, "choose the epoch count by K-fold cross-validation, then train on every labelled "
+                              "node for that count: the training and validation nodes are dealt into K folds "
+                              "stratified by label; K runs each train on K-1 folds for --epochs epochs (or until "
+                              "--early-stop), validating on the fold left out; the epoch count of the best mean "
+                              "--select value wins (the fewest on a tie); a last run trains that many epochs on all "
+                              "of them and reports its last epoch (hpcgnn.training.refit); 0: one run",
+                              type=Domain(int, ge=2, le=MAX_COUNT, special={0: "one run"}), metavar="K")
 
 
 @dataclass(frozen=True)
@@ -423,6 +430,12 @@ def check_settings(config, task, where=None):
         other = f"a metric of --task {'|'.join(owners)}: use it with that task" if owners \
             else f"not a metric of --task {task.name} (choose from {', '.join(task.metrics)})"
         raise InputError(where, f"is {other}", "--metric", evaluation.metric)
+    if evaluation.refit_folds and not task.folds_nodes:
+        raise InputError(where, f"deals node masks into folds, and --task {task.name} trains on no node mask: train "
+                         "without it", "--refit-folds", evaluation.refit_folds)
+    if evaluation.refit_folds and output.resume:
+        raise InputError(where, "a cross-validated run starts from its first fold: train without --resume (its "
+                         "last run still checkpoints)", "--refit-folds", evaluation.refit_folds)
     if (output.resume or output.checkpoint_every) and not output.checkpoint_dir:
         raise InputError(where, "--resume and --checkpoint-every need --checkpoint-dir", "--checkpoint-dir")
     if config.runtime.device == "cuda":

@@ -13,7 +13,7 @@ the same epoch: stopping needs no extra communication.
 from __future__ import annotations
 
 #: what ``--select`` may name besides ``val_<metric>`` of the run's ``--metric``
-_LOSS = "val_loss"
+LOSS_KEY = "val_loss"
 
 
 def selection_key(select, metric_key) -> str:
@@ -27,7 +27,7 @@ def selection_key(select, metric_key) -> str:
         The run's metric as a record key (``acc``, ``roc_auc``, ``f1_micro``, ...).
     """
     if select == "loss":
-        return _LOSS
+        return LOSS_KEY
     return f"val_{metric_key}"
 
 
@@ -37,7 +37,7 @@ def better(key, value, best) -> bool:
         return False
     if best is None:
         return True
-    return value < best if key == _LOSS else value > best
+    return value < best if key == LOSS_KEY else value > best
 
 
 class EarlyStopping:

@@ -29,6 +29,7 @@ from hpcgnn.training.device import cuda_memory_peak_mib
 from hpcgnn.training.early_stop import EarlyStopping, selected, selection_key
 from hpcgnn.training.lock import checkpoint_lock
 from hpcgnn.training.plots import plot_history
+from hpcgnn.training.refit import refit_line, run_refit
 from hpcgnn.training.reporting import Reporter, epoch_record, final_record, header_record, progress
 from hpcgnn.training.schedule import EvalSchedule, every
 from hpcgnn.training.session import Session, open_session
@@ -191,23 +192,31 @@ def run(config: TrainConfig, comm):
 
     A run given a checkpoint directory checkpoints every ``--checkpoint-every`` epochs and after
     the last one, and holds the directory's lock from start to end (:mod:`hpcgnn.training.lock`),
-    so two runs never overwrite each other's checkpoints.
+    so two runs never overwrite each other's checkpoints. With ``--refit-folds`` the epoch count
+    is chosen by cross-validation first (:mod:`hpcgnn.training.refit`).
     """
     with checkpoint_lock(config.output.checkpoint_dir, comm, force=config.output.force):
-        return _train(config, comm)
+        if config.evaluation.refit_folds:
+            return run_refit(config, comm, _train)
+        model, history, _ = _train(config, comm)
+        return model, history
 
 
-def _train(config: TrainConfig, comm):
-    """Collective over comm. :func:`run`, once the checkpoint directory is locked."""
+def _train(config: TrainConfig, comm, fold=None, refit=None):
+    """Collective over comm. One run of :func:`run`, once the checkpoint directory is locked;
+    returns ``(model, history, the record key it selects on)``. ``fold``: the fold a run of
+    ``--refit-folds`` validates on (that run prints nothing); ``refit``: what the final record
+    of its last run adds."""
     started = time.perf_counter()
     output, epochs = config.output, config.optimizer.epochs
-    session = open_session(config, comm)
+    cross_validating = bool(config.evaluation.refit_folds) and fold is not None
+    session = open_session(config, comm, fold=fold)
     config = session.config  # with what the dataset decided (the metric)
     first_epoch, history = resume_session(session, output.checkpoint_dir) if output.resume else (0, [])
     if output.checkpoint_dir:  # one dataset per directory; a new run's best is yet to come
         prepare_directory(session, output.checkpoint_dir, output.resume)
     session.loader.epoch = first_epoch
-    report = Reporter(comm.rank, output.metrics_file, append=first_epoch > 0)
+    report = Reporter(None if cross_validating else comm.rank, output.metrics_file, append=first_epoch > 0)
     report.header(header_record(session, first_epoch))
     report.say(start_line(session))
     if output.resume:  # a requeued job says which of its starts this is
@@ -244,8 +253,11 @@ def _train(config: TrainConfig, comm):
     watchdog.close()
     final = final_record(comm, history, epochs, run_time_s=time.perf_counter() - started,
                          metric=config.evaluation.metric)
-    report.final(dict(final, **selected(history, select), stopped_early=stopper.stopped))
+    report.final(dict(final, **selected(history, select), stopped_early=stopper.stopped,
+                      **({"refit": refit} if refit else {})))
+    if refit:
+        report.say(refit_line(refit))
     if output.plot and comm.rank == 0:
         plot_history(history, output.plot)
     session.close()
-    return session.model, history
+    return session.model, history, select

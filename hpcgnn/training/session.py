@@ -17,7 +17,7 @@ import torch
 
 from hpcgnn.format import ondisk
 from hpcgnn.format.schema import typed_field_name
-from hpcgnn.graph import DistGraph
+from hpcgnn.graph import DistGraph, fold_of_nodes
 from hpcgnn.graph.feature_scale import scale_features
 from hpcgnn.loading.device_stage import DeviceStage
 from hpcgnn.nn import as_block_tensors, seed_dropout
@@ -26,7 +26,7 @@ from hpcgnn.runtime.comm import cores_per_rank
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.rng import derive_seed
 from hpcgnn.sampling import SamplerRun, sampler_spec
-from hpcgnn.store import DistEmbedding, SparseAdam, float_rows
+from hpcgnn.store import DistEmbedding, DistTensor, SparseAdam, float_rows
 from hpcgnn.tasks import DatasetFacts, Task, task_named
 from hpcgnn.training.checkpoint import dataset_identity
 from hpcgnn.training.config import TrainConfig
@@ -109,13 +109,37 @@ def check_finite(graph, field, comm, fields=None, node_type=None):
     fail_together(comm, error, graph.path)
 
 
-def open_session(config: TrainConfig, comm) -> Session:
+def hold_out_fold(graph, folds, held, seed, comm):
+    """Collective over comm. Set the graph's ``train_mask`` and ``val_mask`` (in memory) for one run
+    of ``--refit-folds``: the pool of training and validation nodes is dealt into ``folds``
+    (:func:`~hpcgnn.graph.fold_of_nodes`); fold ``held`` validates and the others train, or with
+    ``held`` None the whole pool trains and nothing validates."""
+    if "train_mask" not in graph.ndata:
+        return  # the task refuses the dataset, naming the flag
+    pool = graph.ndata["train_mask"].local.astype(bool)
+    if "val_mask" in graph.ndata:
+        pool |= graph.ndata["val_mask"].local.astype(bool)
+    fold = fold_of_nodes(graph, pool, folds, seed, comm)
+    validate = fold == held if held is not None else np.zeros_like(pool)
+    graph.ndata["train_mask"].local[...] = pool & ~validate
+    if "val_mask" in graph.ndata:
+        graph.ndata["val_mask"].local[...] = validate
+    else:
+        graph.ndata["val_mask"] = DistTensor((graph.num_nodes,), np.uint8, name="val_mask", comm=comm,
+                                             book=graph.book, local_data=validate)
+    graph.barrier()
+
+
+def open_session(config: TrainConfig, comm, fold=None) -> Session:
     """Collective over comm. Load the dataset and build the loader, model and optimizers (the
-    model and its optimizer state on the run's ``--device``)."""
+    model and its optimizer state on the run's ``--device``). ``fold``: the fold a run of
+    ``--refit-folds`` validates on (None: its last run, on every labelled node)."""
     runtime = config.runtime
     placement = place_rank(runtime.device, comm)  # a rank without the GPU asked for stops the job here
     graph = DistGraph(config.input.data, comm,
                       progress_interval=None if runtime.progress_ms < 0 else runtime.progress_ms / 1000)
+    if config.evaluation.refit_folds:
+        hold_out_fold(graph, config.evaluation.refit_folds, fold, config.seed, comm)
     check_finite(graph, "feat", comm)
     for name, fields in graph.typed_ndata.items():
         check_finite(graph, "feat", comm, fields, name)

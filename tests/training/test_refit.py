@@ -1,0 +1,113 @@
+"""--refit-folds: the folds are stratified, disjoint, cover the labelled nodes and do not depend on
+the rank count; the epoch count is the best mean validation value over the folds (the fewest on a
+tie); the last run trains that many epochs on every labelled node."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from hpcgnn.training.refit import choose_epochs
+
+
+def history(values, key="val_acc"):
+    return [{"epoch": i + 1, key: v} for i, v in enumerate(values)]
+
+
+def test_the_best_mean_over_the_folds_wins():
+    # fold 1 peaks at epoch 1, fold 2 at epoch 3; the mean is best at epoch 2
+    epochs, curve = choose_epochs([history([0.9, 0.8, 0.1]), history([0.1, 0.6, 0.7])], "val_acc")
+    assert epochs == 2
+    assert curve == [[1, pytest.approx(0.5)], [2, pytest.approx(0.7)], [3, pytest.approx(0.4)]]
+
+
+def test_ties_take_the_fewest_epochs_and_the_loss_is_minimised():
+    assert choose_epochs([history([0.5, 0.7, 0.7])], "val_acc")[0] == 2
+    assert choose_epochs([history([0.9, 0.4, 0.4, 0.6], "val_loss")], "val_loss")[0] == 2
+
+
+def test_only_epochs_every_fold_evaluated_count():
+    short = [{"epoch": 1, "val_acc": 0.1}, {"epoch": 2}, {"epoch": 3, "val_acc": 0.5}]  # epoch 2 not evaluated
+    long = history([0.1, 0.99, 0.5, 0.99])  # epoch 4: past where the other fold stopped early
+    epochs, curve = choose_epochs([short, long], "val_acc")
+    assert (epochs, [e for e, _ in curve]) == (3, [1, 3])
+    with pytest.raises(ValueError, match="no epoch has val_acc in every fold"):
+        choose_epochs([history([0.5]), [{"epoch": 1}]], "val_acc")
+
+
+@pytest.mark.mpi(sizes=(1, 2, 4))
+def test_folds_are_stratified_disjoint_and_the_same_at_every_rank_count(nranks, comm, shared_tmp):
+    from hpcgnn.graph import DistGraph, fold_of_nodes
+    from hpcgnn.testing.datasets import make_dataset, partition_once
+
+    path, graph = make_dataset(comm, shared_tmp, nranks, num_nodes=203, num_clusters=3)
+    single = partition_once(comm, shared_tmp, graph, 1, "single")
+    folds = 4
+
+    def folds_by_orig_id(dataset, sub):
+        dist = DistGraph(dataset, sub)
+        pool = dist.ndata["train_mask"].local.astype(bool) | dist.ndata["val_mask"].local.astype(bool)
+        fold = fold_of_nodes(dist, pool, folds, seed=7)
+        rows = sub.gather((dist.orig_id.copy(), fold, dist.ndata["label"].local.copy(), pool))
+        dist.close()
+        return rows
+
+    rows = folds_by_orig_id(path, comm)
+    alone = comm.Split(0 if comm.rank == 0 else 1, comm.rank)
+    reference = folds_by_orig_id(single, alone) if comm.rank == 0 else None
+    alone.Free()
+    if comm.rank == 0:
+        orig, fold, label, pool = (np.concatenate(parts) for parts in zip(*rows))
+        assert np.array_equal(fold >= 0, pool) and set(np.unique(fold[pool])) == set(range(folds))
+        for c in np.unique(label[pool]):  # every fold holds each class's share, to within one node
+            sizes = np.bincount(fold[pool & (label == c)], minlength=folds)
+            assert sizes.max() - sizes.min() <= 1, (c, sizes)
+        ref_orig, ref_fold = reference[0][0], reference[0][1]  # one rank, one part
+        assert np.array_equal(fold[np.argsort(orig)], ref_fold[np.argsort(ref_orig)])
+
+
+@pytest.mark.mpi(sizes=(1, 2))
+def test_the_last_run_trains_the_chosen_epochs_on_every_labelled_node(nranks, comm, shared_tmp):
+    from hpcgnn.testing.datasets import make_dataset
+    from hpcgnn.training.config import parse_train_config
+    from hpcgnn.training.loop import run
+    from hpcgnn.training.reporting import FINAL_FIELDS, explain
+
+    path, graph = make_dataset(comm, shared_tmp, nranks, num_nodes=300, p_inside=0.9)
+    labelled = int(np.count_nonzero(graph.ndata["train_mask"] | graph.ndata["val_mask"]))
+    metrics = os.path.join(shared_tmp, "refit.jsonl")
+    flags = ["--data", path, "--hidden", "16", "--fanouts", "3,3", "--batch-size", "1000", "--no-progress",
+             "--prefetch", "0", "--eval-every", "1", "--lr", "0.05", "--epochs", "20", "--refit-folds", "3",
+             "--metrics-file", metrics]
+    _, last = run(parse_train_config(flags), comm)
+    if comm.rank == 0:
+        with open(metrics) as fh:
+            records = [json.loads(line) for line in fh]
+        header, final = records[0], records[-1]
+        refit = final["refit"]
+        chosen, curve = refit["epochs"], refit["mean_curve"]
+        assert header["config"]["evaluation"]["refit_folds"] == 3 and refit["folds"] == 3
+        assert [e for e, _ in curve] == list(range(1, 21))
+        best = max(value for _, value in curve)
+        assert chosen == min(e for e, value in curve if value == best)
+        assert len(last) == chosen == final["epochs"] and len(records) == chosen + 2
+        assert [r["train_seen"] for r in last] == [labelled] * chosen  # training and validation nodes train
+        assert all(r["val_acc"] is None for r in last) and last[-1]["test_acc"] > 0.5
+        assert explain("refit", FINAL_FIELDS)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--task", "link"], "--task link trains on no node mask"),
+    (["--resume", "--checkpoint-dir", "ck"], "train without --resume"),
+    (["--refit-folds", "1"], None),
+])
+def test_refusals_name_the_flag(tmp_path, extra, message):
+    from hpcgnn.runtime.errors import InputError
+    from hpcgnn.training.config import parse_train_config
+
+    argv = ["--data", str(tmp_path), "--refit-folds", "3", *extra]
+    with pytest.raises((InputError, SystemExit)) as caught:
+        parse_train_config(argv)
+    if message is not None:  # a fold count below 2 is argparse's refusal of the flag
+        assert isinstance(caught.value, InputError) and "--refit-folds" in str(caught.value)
+        assert message in str(caught.value)
