@@ -249,10 +249,10 @@ class RGCNConv(nn.Module):
 
         Relation ``r``'s edges read sources of one type ``t``, whose rows are ``P_t x + c_t``; a
         mean of them mapped by ``W_r`` is ``(W_r P_t) mean(x) + W_r c_t``. So each relation
-        averages the narrower unprojected rows (in ``t``'s own row order), maps them by the
-        composed weight, and the destinations' own rows are mapped by ``W_0 P_t`` (the self term):
-        no row is ever projected to the hidden width. Feature rows need no gradient, so no
-        backward product touches the sources."""
+        averages a type's unprojected rows where they are narrower than the hidden width (in
+        ``t``'s own row order) and maps the means by the composed weight; a wider type's rows are
+        projected once and averaged at the hidden width (:meth:`ProjectedRows.source_rows`); the
+        destinations' own rows are mapped the same way by ``W_0`` (the self term)."""
         adj = relational_adjacency(block, self.num_relations)
         if not adj.num_pairs:
             return None
@@ -270,21 +270,18 @@ class RGCNConv(nn.Module):
         mapped = []
         for r in adj.present:
             t, lo, hi = source_type[r], edge_bounds[r], edge_bounds[r + 1]
-            rows = x.rows[t]
+            rows, projected = x.source_rows(t)
             mean = CSR(adj.row_indptr[row_bounds[r]:row_bounds[r + 1] + 1] - lo, local[adj.edge_src[lo:hi]],
                        adj.edge_weight[lo:hi], rows.shape[0])
-            with torch.autocast("cpu", enabled=False):
-                weight, bias = x.projection.compose(t, weights[r])
-            mapped.append(linear(spmm(mean, rows.float()), weight, bias))
+            mapped.append(linear(spmm(mean, rows), *x.map_of(t, weights[r], projected)))
         gather = adj.gather
         if self.loop_weight is not None:
             # the destinations' own rows, type by type, each mapped by W_0 P_t; the gather reads
             # destination i's at its place among them
             counts = np.bincount(x.types_array[:adj.num_dst], minlength=len(x.counts))
             for t in np.flatnonzero(counts):
-                with torch.autocast("cpu", enabled=False):
-                    weight, bias = x.projection.compose(t, self.loop_weight)
-                mapped.append(linear(x.rows[t][:counts[t]].float(), weight, bias))
+                rows, projected = x.source_rows(t)
+                mapped.append(linear(rows[:counts[t]], *x.map_of(t, self.loop_weight, projected)))
             place = np.concatenate([[0], np.cumsum(counts)])[x.types_array[:adj.num_dst]] + x.type_local[:adj.num_dst]
             gather = adj.with_self[1]
             col = gather.col.copy()
@@ -342,7 +339,8 @@ class RGCNConv(nn.Module):
             else:
                 if weights is None:
                     weights = self.relation_weights()
-                aggregated = spmm(CSR(indptr, entry_local[at], entry_weight[at], rows.shape[0]), rows.float())
+                rows, projected = x.source_rows(int(t))
+                aggregated = spmm(CSR(indptr, entry_local[at], entry_weight[at], rows.shape[0]), rows)
                 share = torch.from_numpy(np.bincount(entry_row[at], weights=entry_weight[at],
                                                      minlength=num_rows).astype(np.float32))
                 bounds = np.concatenate([[0], np.cumsum(segments)])
@@ -351,9 +349,8 @@ class RGCNConv(nn.Module):
                     if not rows_of[lo:hi].any():
                         pieces.append(torch.zeros(hi - lo, width, dtype=dtype))
                         continue
-                    with torch.autocast("cpu", enabled=False):
-                        weight, bias = x.projection.compose(int(t), weights[k] if k < self.num_relations
-                                                            else self.loop_weight)
+                    weight, bias = x.map_of(int(t), weights[k] if k < self.num_relations else self.loop_weight,
+                                            projected)
                     piece = linear(aggregated[lo:hi], weight)
                     if bias is not None:
                         piece = piece + share[lo:hi, None] * bias.to(piece.dtype)
@@ -381,6 +378,7 @@ class ProjectedRows:
         self.types = torch.as_tensor(types, dtype=torch.int64)
         self.rows = rows
         self.counts = projection.check(self.types, rows)
+        self._projected = {}  # type -> its projected rows, for types wider than the projection
 
     @property
     def num_rows(self) -> int:
@@ -395,6 +393,28 @@ class ProjectedRows:
     def dense(self) -> torch.Tensor:
         """Local. The projected ``[n, width]`` rows."""
         return self.projection(self.types, self.rows)
+
+    def source_rows(self, t) -> tuple[torch.Tensor, bool]:
+        """Local. ``(rows, projected)``: type ``t``'s rows for a sum over them, in the narrower
+        width. Rows at most as wide as the projection come unprojected (``projected`` False: a
+        layer maps their sums by :meth:`map_of`, the composed ``W P_t``); wider rows (a
+        bag-of-words type) are projected first, once, so no sum ever runs over thousands of columns."""
+        rows = self.rows[t]
+        if rows.shape[1] <= self.projection.out_dim:
+            return rows.float(), False
+        if t not in self._projected:
+            with torch.autocast("cpu", enabled=False):
+                self._projected[t] = self.projection.maps[t](rows.float())
+        return self._projected[t], True
+
+    def map_of(self, t, weight, projected) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Local. ``(weight, bias)`` mapping a sum of type ``t``'s :meth:`source_rows` by ``weight``:
+        ``weight`` alone on projected rows (they carry ``c_t``), else ``(weight P_t, weight c_t)``,
+        the bias to be scaled by the sum's total edge weight."""
+        if projected:
+            return weight, None
+        with torch.autocast("cpu", enabled=False):
+            return self.projection.compose(t, weight)
 
     @functools.cached_property
     def types_array(self) -> np.ndarray:

@@ -14,7 +14,7 @@ from hpcgnn.nn.typed_model import TypedModel
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.sampling import Block
 
-WIDTHS = (3, 0, 5)  # type 1 has no features
+WIDTHS = (3, 0, 9)  # type 1 has no features; type 2 is wider than OUT (projected before it is summed)
 OUT = 6
 
 

@@ -297,7 +297,7 @@ def test_rgcn_reads_unprojected_typed_rows_as_it_reads_projected_ones(self_loop,
     # (mixed) takes the projected route
     rng = np.random.default_rng(12)
     types = torch.from_numpy(rng.integers(0, 3, 50))
-    widths = [3, 0, 5]  # type 1 has no features: embedding rows of the hidden width
+    widths = [3, 0, 11]  # type 1 has no features: embedding rows of the hidden width; type 2 wider than it
     blocks = [typed_input_block(rng, types.numpy(), 20, [0, 1, 2, None if mixed else 0]),
               typed_input_block(rng, types[:20].numpy(), 6, [0, 1, 2, 0])]
     counts = torch.bincount(types, minlength=3).tolist()
