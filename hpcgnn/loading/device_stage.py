@@ -149,7 +149,7 @@ class DeviceStage:
         False on the CPU (unless ``HPCGNN_DEVICE_STAGE=1``): the stage hands batches on untouched.
     """
 
-    def __init__(self, device, active=None, block_tensors=None):
+    def __init__(self, device, block_tensors, active=None):
         self.device = torch.device(device)
         self.cuda = self.device.type == "cuda"
         self.active = (self.cuda or forced_on_cpu()) if active is None else bool(active)
@@ -159,7 +159,7 @@ class DeviceStage:
         self.copy_s = 0.0
         #: ``block_tensors(blocks, input_degree, device=, non_blocking=)``: the layers' view of the
         #: moved blocks, built in the copy stream (the model layer's adapter, passed in by the
-        #: trainer: loading sits below the layers); None hands on the blocks with moved arrays
+        #: trainer: loading sits below the layers)
         self.block_tensors = block_tensors
 
     def reset(self):
@@ -227,9 +227,6 @@ class DeviceStage:
         else:
             feat = put(feat)
         extra = {key: put(value) if isinstance(value, torch.Tensor) else value for key, value in batch.extra.items()}
-        if self.block_tensors is None:
-            return dataclasses.replace(batch, blocks=blocks, input_degree=degree, feat=feat, label=put(batch.label),
-                                       extra=extra)
         tensors = self.block_tensors(blocks, degree, device=device, non_blocking=cuda)
         return dataclasses.replace(batch, blocks=tensors, input_degree=None, feat=feat, label=put(batch.label),
                                    extra=extra)

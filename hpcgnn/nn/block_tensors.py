@@ -11,7 +11,7 @@ import torch
 from hpcgnn.nn.aggregate import CSR, DeviceCSR, DeviceMatrix, normalised_device, spmm, to_device
 
 #: the matrices the homogeneous layers aggregate with (SAGE's 'mean', GCN's and SAGE-gcn's 'sum',
-#: GAT's 'with_self_loops'): what a BlockTensors on a device builds there at once
+#: GAT's 'with_self_loops'): a BlockTensors on a device asked for them builds them there at once
 HOMOGENEOUS_MATRICES = ("sum", "mean", "with_self_loops")
 
 
@@ -20,14 +20,15 @@ class BlockTensors:
     block.
 
     ``device`` (None: the CPU): where the tensors live. On a device other than the CPU, the
-    constructor copies at once every tensor that the layers of ``matrices`` (names of
-    :data:`HOMOGENEOUS_MATRICES`) read, the matrices' transposes (backward passes) included,
-    so that a caller can build it inside a side CUDA stream; with ``non_blocking`` the copies go
+    constructor copies at once the edges, degrees and row offsets, and builds the matrices named
+    in ``matrices`` (of :data:`HOMOGENEOUS_MATRICES`; none by default: a matrix is built on the
+    device on its first use, by the layer that reads it), the transposes (backward passes)
+    included, so that a caller can build it inside a side CUDA stream; with ``non_blocking`` the copies go
     from pinned host memory without waiting (the caller orders its streams). Structures of
     :meth:`derived` (relational layers') move on first use.
     """
 
-    def __init__(self, block, src_degree=None, device=None, non_blocking=False, matrices=HOMOGENEOUS_MATRICES):
+    def __init__(self, block, src_degree=None, device=None, non_blocking=False, matrices=()):
         self.device = torch.device("cpu") if device is None else normalised_device(device)
         self.non_blocking = bool(non_blocking)
         self.num_src, self.num_dst = block.num_src, block.num_dst
@@ -193,7 +194,7 @@ def matrix_of_tensors(kind, indptr, src, num_src, edge_weight=None) -> DeviceMat
     return DeviceMatrix(DeviceCSR.of_tensors(indptr, src, weight, num_src, row=row))
 
 
-def as_block_tensors(blocks, input_degree=None, device=None, non_blocking=False, matrices=HOMOGENEOUS_MATRICES):
+def as_block_tensors(blocks, input_degree=None, device=None, non_blocking=False, matrices=()):
     """Local. BlockTensors for a list of blocks (input side first), on ``device`` (None: the CPU)
     with what :class:`BlockTensors` says of ``device``, ``non_blocking`` and ``matrices``; block
     tensors given as such are moved there when they are elsewhere."""

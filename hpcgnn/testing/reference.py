@@ -18,6 +18,20 @@ ROW_MULTIPLIER = 0x8CB92BA72F3D8DD7
 TWO_POW_MINUS_53 = 2.0**-53
 
 
+def random_sparse_rows(rng, rows, cols, weighted):
+    """Local. A random sparse ``rows x cols`` matrix for kernel tests: ``(indptr, col, weight,
+    dense)`` with 0 to 8 entries a row, every seventh row empty, repeated columns included,
+    ``weight`` float32 in [0, 1) or None (ones), and ``dense`` its float64 sum of entries."""
+    degrees = rng.integers(0, 9, rows)
+    degrees[::7] = 0
+    indptr = np.concatenate([[0], np.cumsum(degrees)]).astype(np.int64)
+    col = rng.integers(0, cols, indptr[-1]).astype(np.int64)
+    weight = rng.random(indptr[-1]).astype(np.float32) if weighted else None
+    dense = np.zeros((rows, cols))
+    np.add.at(dense, (np.repeat(np.arange(rows), degrees), col), 1.0 if weight is None else weight)
+    return indptr, col, weight, dense
+
+
 def dropout_mask(seed, n, threshold):
     """Local. The keep-mask (bool, length ``n``) of the dropout kernels for ``seed`` and ``threshold``."""
     q = np.arange((n + 3) // 4, dtype=np.uint64)

@@ -7,7 +7,6 @@ the random streams that must differ per rank (dropout, any torch/numpy draw) are
 """
 from __future__ import annotations
 
-import functools
 import os
 import random
 from dataclasses import dataclass, replace
@@ -187,7 +186,7 @@ def open_session(config: TrainConfig, comm, fold=None) -> Session:
 def staged(device, loader) -> DeviceStage:
     """Local. The stage that moves ``loader``'s batches to ``device`` (the identity on the CPU)."""
     # matrices are built on first use, on the device by the stream that computes (no host work)
-    stage = DeviceStage(device, block_tensors=functools.partial(as_block_tensors, matrices=()))
+    stage = DeviceStage(device, as_block_tensors)
     stage.prepare(loader)
     return stage
 

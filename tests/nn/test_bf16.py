@@ -8,6 +8,7 @@ import torch
 from hpcgnn import nn as hnn
 from hpcgnn.nn.aggregate import CSR, spmm
 from hpcgnn.sampling import Block
+from hpcgnn.testing.reference import random_sparse_rows
 
 BUILDS = ["fast", "portable"]
 
@@ -28,13 +29,7 @@ def build(request, monkeypatch):
 
 
 def random_matrix(rng, rows, cols, weighted):
-    degrees = rng.integers(0, 9, rows)
-    degrees[::7] = 0  # rows without entries
-    indptr = np.concatenate([[0], np.cumsum(degrees)]).astype(np.int64)
-    col = rng.integers(0, cols, indptr[-1]).astype(np.int64)  # repeated columns included
-    weight = rng.random(indptr[-1]).astype(np.float32) if weighted else None
-    dense = np.zeros((rows, cols))
-    np.add.at(dense, (np.repeat(np.arange(rows), degrees), col), 1.0 if weight is None else weight)
+    indptr, col, weight, dense = random_sparse_rows(rng, rows, cols, weighted)
     return CSR(indptr, col, weight, cols), torch.from_numpy(dense)
 
 

@@ -12,7 +12,7 @@ from hpcgnn.nn.attention import edge_softmax, head_spmm
 from hpcgnn.nn.config import ModelConfig
 from hpcgnn.nn.dropout import keep_mask
 from hpcgnn.sampling import Block
-from hpcgnn.testing.reference import dropout_mask
+from hpcgnn.testing.reference import dropout_mask, random_sparse_rows
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 #: where the torch path runs: the CPU always, a GPU where one exists
@@ -29,12 +29,7 @@ def close(got, want, dtype):
 
 
 def random_matrix(rng, rows, cols, weighted):
-    degrees = rng.integers(0, 9, rows)
-    degrees[::7] = 0  # rows without entries
-    indptr = np.concatenate([[0], np.cumsum(degrees)]).astype(np.int64)
-    col = rng.integers(0, cols, indptr[-1]).astype(np.int64)  # repeated columns included
-    weight = rng.random(indptr[-1]).astype(np.float32) if weighted else None
-    return CSR(indptr, col, weight, cols)
+    return CSR(*random_sparse_rows(rng, rows, cols, weighted)[:3], cols)
 
 
 def on_path(path, device, fn, *tensors):

@@ -78,7 +78,7 @@ def test_the_stage_hands_over_each_batch_once_in_order(monkeypatch):
     made = [batch(i) for i in range(5)]
     from hpcgnn.nn import as_block_tensors
 
-    stage = DeviceStage("cpu", active=True, block_tensors=as_block_tensors)
+    stage = DeviceStage("cpu", as_block_tensors, active=True)
     seen = []
     for got, original in zip(stage(iter(made)), made):
         assert got is not original and got.feat is not original.feat
@@ -88,7 +88,7 @@ def test_the_stage_hands_over_each_batch_once_in_order(monkeypatch):
         seen.append(int(got.label[0]))
     assert seen == list(range(5))
     assert isinstance(made[0].blocks[0], Block)  # the loader's batch untouched
-    assert DeviceStage("cpu", active=False)(made) is made  # on the CPU: the identity
+    assert DeviceStage("cpu", as_block_tensors, active=False)(made) is made  # on the CPU: the identity
 
 
 def _storages_on(path, location):
