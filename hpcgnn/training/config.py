@@ -104,6 +104,11 @@ class OptimizerConfig:
                            "backward produces them (last layer first), overlapping communication with backward")
     bucket_mb: float = option(1.0, "--overlap: MiB of float32 gradients per bucket",
                               type=Domain(float, gt=0, le=MAX_MIB), metavar="MB")
+    staleness: int = option(0, "bounded staleness: each step applies the mean gradient of the step S before it, "
+                            "whose Allreduce ran while the rank computed the S steps since, so a slow step holds the "
+                            "other ranks back only once that slack is spent; a run's first S steps take no optimizer "
+                            "step (hpcgnn.training.gradsync; 0: every step applies its own mean gradient)",
+                            type=Domain(int, ge=0, le=MAX_COUNT), metavar="S")
     grad_compress: str = option("none", "bf16: send the gradient as bfloat16 (half the bytes); topk:R: send the "
                                 "fraction R of entries largest in magnitude (index, value); both carry what was not "
                                 "sent to the next step (error feedback)", metavar="none|bf16|topk:R")
@@ -425,6 +430,9 @@ def check_settings(config, task, where=None):
     if optimizer.overlap and kind != "none":
         raise InputError(where, "--overlap reduces float32 buckets; it does not combine with compression",
                          "--grad-compress", optimizer.grad_compress)
+    if optimizer.staleness and (optimizer.overlap or kind != "none"):
+        raise InputError(where, "reduces whole float32 gradients without blocking; it does not combine with "
+                         "--overlap or --grad-compress", "--staleness", optimizer.staleness)
     if evaluation.metric is not None and evaluation.metric not in task.metrics:
         owners = [name for name, other in TASKS.items() if evaluation.metric in other.metrics]
         other = f"a metric of --task {'|'.join(owners)}: use it with that task" if owners \

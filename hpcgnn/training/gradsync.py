@@ -20,6 +20,13 @@ a :class:`GradientSync` turns each rank's buffer into the mean over the ranks:
     Each rank sends only the fraction R of its entries largest in magnitude, as (index, value)
     pairs gathered by every rank (Allgather), which sum them; top-k sparsification.
 
+``--staleness S``
+    Bounded staleness: step ``t``'s gradient is reduced by a non-blocking Allreduce while the
+    rank computes steps ``t + 1 .. t + S``, and the optimizer step after step ``t`` applies the
+    mean gradient of step ``t - S`` (none in a run's first S steps, which take no optimizer step).
+    A rank slower at one step then holds the others back only once S steps' slack is spent.
+    ``S = 0`` is the blocking scheme itself.
+
 Both compressions keep error feedback: what a rank did not send this step (the rounding error, or
 the entries left out) is added to its next step's gradient, so over the steps every gradient is
 sent in full (their sum is exactly what was sent plus the residual still held).
@@ -40,6 +47,7 @@ bandwidth-optimal reduce-scatter + allgather that MPI libraries use for large bu
 from __future__ import annotations
 
 import math
+from collections import deque
 
 import numpy as np
 import torch
@@ -118,22 +126,25 @@ class GradientSync:
         self.grads, self.comm = grads, comm
         self.bytes_per_step = allreduce_bytes(grads.buffer.numel(), 4, comm.size)
         self.residual = None  # the compressions' error feedback: what was not sent yet
+        self.staleness = 0  # steps between a gradient's computation and its application
 
     def arm(self, last):
         """Local. Called before backward; ``last``: this backward ends an optimizer step (the
         reduction follows). Only the overlapping scheme acts on it."""
 
-    def finish(self):
-        """Collective over comm. After backward: the buffer holds the mean gradient."""
+    def finish(self) -> bool:
+        """Collective over comm. After backward: the buffer holds the mean gradient the optimizer
+        applies; False when there is none to apply this step (:class:`StaleSync`'s first steps)."""
         grads = self.grads
         if not grads.on_device:
             allreduce_(grads.buffer.numpy(), self.comm, average=True)
-            return
+            return True
         if self.comm.size > 1:
             self.comm.Allreduce(mpi().IN_PLACE, grads.wire(), op=mpi().SUM)
             if not grads.cuda_aware:
                 grads.push()
         grads.buffer /= self.comm.size
+        return True
 
     def state(self):
         """Local. What a checkpoint keeps of this rank's scheme: the error-feedback residual, or None."""
@@ -232,9 +243,9 @@ class OverlappedSync(GradientSync):
         self.armed = bool(last) and self.comm.size > 1
         self._reset()
 
-    def finish(self):
+    def finish(self) -> bool:
         if self.comm.size == 1:
-            return
+            return True
         self._start_ready(everything=True)
         mpi().Request.Waitall(self.requests)
         if not self.grads.cuda_aware:
@@ -242,6 +253,7 @@ class OverlappedSync(GradientSync):
         self.grads.buffer /= self.comm.size
         self.armed = False
         self._reset()
+        return True
 
     def close(self):
         for hook in self.hooks:
@@ -282,6 +294,7 @@ class Bf16Sync(GradientSync):
             self.comm.Allgather(mine.view(torch.int16).numpy(), pieces)
         torch.div(self.wire[:n].float(), self.comm.size, out=g)
         self.grads.push()
+        return True
 
 
 class TopkSync(GradientSync):
@@ -312,13 +325,86 @@ class TopkSync(GradientSync):
         g.index_add_(0, all_index, torch.from_numpy(np.ascontiguousarray(every[:, self.k:]).reshape(-1)))
         g /= self.comm.size
         self.grads.push()
+        return True
 
 
-def build_sync(grads, comm, compress="none", overlap=False, bucket_mb=_DEFAULT_BUCKET_MB) -> GradientSync:
-    """Local. The gradient reduction the flags ask for (``--grad-compress``, ``--overlap``)."""
+class StaleSync(GradientSync):
+    """Local to build; :meth:`finish` is collective. Bounded staleness (``--staleness S``, S >= 1):
+    each step's gradient starts a non-blocking Allreduce of its own copy, and the step applies the
+    mean gradient of the step S before it, waiting only for that one reduction.
+
+    S + 1 host copies take turns: the copy a step writes is that of step ``t - S - 1``, whose
+    reduction the previous step waited for. A checkpoint keeps the reductions still pending (it
+    waits for them first), so a resumed run applies them in the same order.
+    """
+
+    def __init__(self, grads, comm, staleness):
+        super().__init__(grads, comm)
+        if staleness < 1:
+            raise ValueError(f"StaleSync is for a staleness of 1 or more steps, not {staleness}")
+        self.staleness = int(staleness)
+        n = grads.buffer.numel()
+        self.copies = [np.zeros(n, dtype=np.float32) for _ in range(self.staleness + 1)]
+        self.pending = deque()  # (copy index, request or None once complete), oldest first
+        self.turn = 0
+
+    def finish(self) -> bool:
+        copy = self.copies[self.turn]
+        copy[...] = self.grads.pull().numpy()
+        request = self.comm.Iallreduce(mpi().IN_PLACE, copy, op=mpi().SUM) if self.comm.size > 1 else None
+        self.pending.append((self.turn, request))
+        self.turn = (self.turn + 1) % len(self.copies)
+        if len(self.pending) <= self.staleness:
+            return False  # a run's first S steps: no reduced gradient yet
+        index, request = self.pending.popleft()
+        if request is not None:
+            request.Wait()
+        torch.div(torch.from_numpy(self.copies[index]), self.comm.size, out=self.grads.host)
+        self.grads.push()
+        return True
+
+    def _complete(self):
+        """Wait for every pending reduction (their sums stay in their copies)."""
+        for i, (index, request) in enumerate(self.pending):
+            if request is not None:
+                request.Wait()
+                self.pending[i] = (index, None)
+
+    def state(self):
+        """Local (after every rank's :meth:`finish` of the same step). The pending reduced sums,
+        oldest first, ``[k, n]`` with k <= S."""
+        self._complete()
+        n = self.grads.buffer.numel()
+        return torch.from_numpy(np.stack([self.copies[i] for i, _ in self.pending])) if self.pending \
+            else torch.zeros(0, n)
+
+    def load_state(self, state):
+        """Local. Restore :meth:`state`: the pending sums, applied over the next steps (None:
+        nothing pending, as at a run's start)."""
+        self._complete()
+        self.pending.clear()
+        rows = [] if state is None else torch.as_tensor(state, dtype=torch.float32).reshape(-1, len(self.copies[0]))
+        for k, row in enumerate(rows[:self.staleness]):
+            self.copies[k][...] = row.numpy()
+            self.pending.append((k, None))
+        self.turn = len(self.pending) % len(self.copies)
+
+    def close(self):
+        self._complete()
+
+
+def build_sync(grads, comm, compress="none", overlap=False, bucket_mb=_DEFAULT_BUCKET_MB,
+               staleness=0) -> GradientSync:
+    """Local. The gradient reduction the flags ask for (``--grad-compress``, ``--overlap``,
+    ``--staleness``)."""
     kind, ratio = parse_compression(compress)
     if overlap and kind != "none":
         raise ValueError("--overlap reduces float32 buckets; it does not combine with compression")
+    if staleness:
+        if overlap or kind != "none":
+            raise ValueError("--staleness reduces whole float32 gradients; it does not combine with --overlap or "
+                             "compression")
+        return StaleSync(grads, comm, staleness)
     if kind == "bf16":
         return Bf16Sync(grads, comm)
     if kind == "topk":

@@ -72,9 +72,10 @@ def train_step(session: Session, batch, scale=1.0, first=True, last=True) -> Ste
     if not last:
         return StepResult(float(loss.detach()) * seen, correct, seen, t1 - t0, 0.0)
     waiting_in("the gradient Allreduce")
-    session.sync.finish()
+    reduced = session.sync.finish()  # False: no gradient to apply yet (--staleness's first steps)
     t2 = time.perf_counter()
-    session.optimizer.step()
+    if reduced:
+        session.optimizer.step()
     if session.embed_optimizer is not None:
         session.embed_optimizer.step()  # collective: every rank takes the same number of steps
     return StepResult(float(loss.detach()) * seen, correct, seen, (t1 - t0) + (time.perf_counter() - t2), t2 - t1)
@@ -129,6 +130,8 @@ def train_epoch(session: Session, epoch, show_progress=False) -> dict:
               "allreduce": allreduce_s, "wait": stats.wait_s}
     record = epoch_record(session.comm, epoch + 1, totals, epoch_time, phases, stats, steps=len(session.loader))
     record["grad_bytes_per_step"] = session.sync.bytes_per_step
+    if session.sync.staleness:
+        record["staleness"] = session.sync.staleness
     if session.device.type == "cuda":
         record["gpu_memory_peak_MiB"] = session.comm.allreduce(cuda_memory_peak_mib(session.device), op=mpi().MAX)
     return record
