@@ -120,8 +120,10 @@ class EvaluationConfig:
 
     eval_every: object = option("auto", "epochs between evaluations (0: only after the last epoch); 'auto' evaluates "
                                 "after the first epoch, then as often as keeps evaluation under a quarter of the run "
-                                "time (hpcgnn.training.schedule); the last epoch is always evaluated",
-                                type=EVAL_PERIOD, metavar="N|auto")
+                                "time (hpcgnn.training.schedule); the last epoch is always evaluated; 'never': no "
+                                "evaluation (full-graph inference holds every node's hidden rows: evaluate the "
+                                "checkpoint with 'hpcgnn evaluate' where they fit)",
+                                type=EVAL_PERIOD, metavar="N|auto|never")
     eval_batch_size: int = option(10_000, "nodes per batch of full-graph inference", type=COUNT)
     metric: str | None = option(None, "reported per split beside accuracy and loss, and used for model selection; "
                                 "default by task: acc (multi-class), roc-auc (binary: 2 classes), f1-micro "
@@ -441,6 +443,9 @@ def check_settings(config, task, where=None):
     if evaluation.refit_folds and not task.folds_nodes:
         raise InputError(where, f"deals node masks into folds, and --task {task.name} trains on no node mask: train "
                          "without it", "--refit-folds", evaluation.refit_folds)
+    if evaluation.refit_folds and evaluation.eval_every == "never":
+        raise InputError(where, "chooses the epoch count on validation figures: train with --eval-every 1 (or auto)",
+                         "--eval-every", evaluation.eval_every)
     if evaluation.refit_folds and output.resume:
         raise InputError(where, "a cross-validated run starts from its first fold: train without --resume (its "
                          "last run still checkpoints)", "--refit-folds", evaluation.refit_folds)

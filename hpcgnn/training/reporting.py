@@ -339,6 +339,8 @@ def _final_line(final) -> str:
         run.append(f"run {final['run_time_s']:.1f}s")
     if final.get("efficiency") is not None:
         run.append(f"efficiency {final['efficiency']:.2f}")
+    if final.get("evaluations") == 0:
+        metrics = "not evaluated (--eval-every never)"
     return "final: " + metrics + (" | " + ", ".join(run) if run else "")
 
 

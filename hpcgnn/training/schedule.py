@@ -9,7 +9,10 @@ evaluates next after ``ceil(3 * ratio)`` epochs (an evaluation then costs at mos
 the training between two, a quarter of the run); the ratio is the median of all measured so
 far. The last epoch is always evaluated. When evaluation is cheap (small graphs, or most nodes
 in the training set) ``auto`` evaluates every epoch or every few, giving model selection its
-points; pass ``--eval-every 1`` to select on every epoch whatever it costs.
+points; pass ``--eval-every 1`` to select on every epoch whatever it costs. ``never`` trains
+without evaluating (the full-graph inference holds a row of every hidden layer for every node,
+which a training job sized to its memory may not have room for: evaluate its checkpoint with
+``hpcgnn evaluate`` elsewhere); the run then selects no epoch.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.flags import MAX_COUNT, Domain
 
 AUTO = "auto"
+NEVER = "never"
 #: the most of a run's time ``auto`` lets evaluation take
 _EVAL_SHARE = 0.25
 
@@ -47,6 +51,8 @@ class EvalSchedule:
 
     def due(self, epoch) -> bool:
         """Local. Whether to evaluate after ``epoch`` (0-based)."""
+        if self.every == NEVER:
+            return False
         if self.every == AUTO:
             return epoch >= self.next_epoch or epoch + 1 == self.epochs
         return every(self.every, epoch, self.epochs)
@@ -75,7 +81,7 @@ def every(period, epoch, last) -> bool:
 
 #: ``--eval-every``: ``auto``, 0 (only after the last epoch) or a number of epochs
 EVAL_PERIOD = Domain(int, ge=1, le=MAX_COUNT, special={0: "only after the last epoch"},
-                     words={AUTO: "adaptive"})
+                     words={AUTO: "adaptive", NEVER: "no evaluation"})
 
 
 def eval_period(text):

@@ -99,9 +99,27 @@ def test_the_evaluation_schedule():
     assert evaluated_epochs(EvalSchedule("auto", 20), 20, 1.0, 2.0, comm) == [1, 7, 13, 19, 20]
     assert evaluated_epochs(EvalSchedule("auto", 6), 6, 1.0, 0.1, comm) == [1, 2, 3, 4, 5, 6]  # cheap: every epoch
     assert evaluated_epochs(EvalSchedule("auto", 12, first_epoch=8), 12, 1.0, 2.0, comm)[0] == 9  # resumed
-    assert [eval_period(x) for x in ("auto", "AUTO", "3", "0")] == ["auto", "auto", 3, 0]
+    assert evaluated_epochs(EvalSchedule("never", 5), 5, 1.0, 9.0, comm) == []  # not even the last
+    assert [eval_period(x) for x in ("auto", "AUTO", "3", "0", "never")] == ["auto", "auto", 3, 0, "never"]
     with pytest.raises(ValueError):
         eval_period("-1")
+
+
+def test_a_run_that_never_evaluates_says_so(tmp_path, capsys):
+    from hpcgnn.prep.partition import partition_graph
+    from hpcgnn.runtime.comm import world
+    from hpcgnn.testing.graphs import clustered_graph
+    from hpcgnn.training.config import parse_train_config
+    from hpcgnn.training.loop import run
+
+    partition_graph(clustered_graph(num_nodes=200), tmp_path / "d", 1, "metis")
+    _, history = run(parse_train_config(["--data", str(tmp_path / "d"), "--hidden", "8", "--fanouts", "3,3",
+                                         "--no-progress", "--prefetch", "0", "--epochs", "2", "--eval-every", "never",
+                                         "--metrics-file", str(tmp_path / "m.jsonl")]), world())
+    final = [json.loads(line) for line in open(tmp_path / "m.jsonl")][-1]
+    assert all("test_acc" not in r and "eval_time_s" not in r for r in history)
+    assert final["evaluations"] == 0 and "test_acc" not in final and "selected_epoch" not in final
+    assert "final: not evaluated (--eval-every never) | training" in capsys.readouterr().out
 
 
 def test_eval_every_defaults_to_auto_and_config_files_take_either(tmp_path):
