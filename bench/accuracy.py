@@ -18,7 +18,7 @@ and 4 ranks.
   (--featureless relational). Neither split ships a validation part (AIFB's training file and
   HGB's label.dat hold all the labelled nodes), so the epoch count is chosen by 5-fold
   cross-validation over the labelled training nodes (--refit-folds 5: each fold validates once,
-  the count of the best mean validation accuracy among 1..100 wins, the fewest on a tie), then
+  the count of the best mean validation accuracy among 1..100 wins, the lowest mean validation loss on a tie), then
   every labelled training node trains for that count (--val-fraction 0), and the figure is that
   run's last-epoch test accuracy (published: 95.8 and 92.1).
 

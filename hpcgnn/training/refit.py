@@ -12,7 +12,7 @@ on the whole training set; this module does that with every labelled node valida
 2. K runs each train on K - 1 folds for ``--epochs`` epochs (or until ``--early-stop``),
    validating on the fold left out at the epochs the schedule evaluates;
 3. the epoch count whose validation value (``--select``), averaged over the folds, is best wins;
-   the fewest epochs on a tie;
+   among equal best values the lowest mean validation loss, then the fewest epochs;
 4. a last run trains that many epochs on every training and validation node, and its last epoch
    is the run's result. Its records, its checkpoints and its final line are the run's own; the
    final record adds ``refit``: the folds, the chosen count and the mean validation curve.
@@ -38,20 +38,35 @@ def fold_config(config):
     return replace(config, output=output)
 
 
-def choose_epochs(histories, key) -> tuple[int, list]:
-    """Local. The epoch count whose value of ``key``, averaged over the folds' ``histories`` (one
-    list of epoch records per fold), is best (lowest for the loss, else highest; the fewest epochs
-    on a tie), and the mean curve ``[[epoch, value], ...]`` over the epochs every fold evaluated.
-
-    Raises ValueError when no epoch was evaluated in every fold."""
+def mean_curve(histories, key) -> list:
+    """Local. ``[[epoch, mean value of key], ...]`` over the epochs every fold evaluated (one
+    history, a list of epoch records, per fold); ValueError when there is none."""
     per_fold = [{r["epoch"]: r[key] for r in history if r.get(key) is not None} for history in histories]
     common = sorted(set.intersection(*(set(values) for values in per_fold)))
     if not common:
         raise ValueError(f"no epoch has {key} in every fold")
-    curve = [[epoch, float(np.mean([values[epoch] for values in per_fold]))] for epoch in common]
+    return [[epoch, float(np.mean([values[epoch] for values in per_fold]))] for epoch in common]
+
+
+def choose_epochs(histories, key) -> tuple[int, list, list]:
+    """Local. The epoch count whose mean value of ``key`` over the folds' ``histories`` is best
+    (lowest for the loss, else highest), the mean curve of ``key`` and that of the validation loss.
+
+    An accuracy over a few hundred validation nodes moves in steps of one node, so a flat stretch
+    of equal best values is common (AIFB's 140 labelled entities tie over dozens of epochs): among
+    equal best values the lowest mean validation loss wins, the continuous figure that still
+    tells them apart, then the fewest epochs. Raises ValueError when no epoch was evaluated in
+    every fold."""
+    curve = mean_curve(histories, key)
     sign = 1.0 if key == LOSS_KEY else -1.0
-    best = min(curve, key=lambda point: (sign * point[1], point[0]))
-    return int(best[0]), curve
+    best = min(sign * value for _, value in curve)
+    tied = [epoch for epoch, value in curve if sign * value == best]
+    losses = {}
+    if key != LOSS_KEY and all(any(r.get(LOSS_KEY) is not None for r in h) for h in histories):
+        losses = dict(mean_curve(histories, LOSS_KEY))
+    loss_curve = [[epoch, losses[epoch]] for epoch, _ in curve if epoch in losses]
+    chosen = min(tied, key=lambda epoch: (losses.get(epoch, 0.0), epoch))
+    return int(chosen), curve, loss_curve
 
 
 def refit_line(refit) -> str:
@@ -75,13 +90,12 @@ def run_refit(config, comm, train):
         _, history, key = train(fold_config(config), comm, fold=fold)
         histories.append(history)
         if comm.rank == 0:
-            best, value = choose_epochs([history], key)
+            best, value, _ = choose_epochs([history], key)
             print(f"fold {fold + 1}/{folds}: best {key} {dict(value)[best]:.4f} at epoch {best}", flush=True)
-    epochs, curve = choose_epochs(histories, key)
-    best_value = dict(curve)[epochs]
+    epochs, curve, loss_curve = choose_epochs(histories, key)
     summary = {"folds": folds, "selected_by": key, "epochs": epochs, "mean_curve": curve,
-               "fold_best_epochs": [choose_epochs([h], key)[0] for h in histories],
-               f"mean_{key}": best_value}
+               "mean_loss_curve": loss_curve, "fold_best_epochs": [choose_epochs([h], key)[0] for h in histories],
+               f"mean_{key}": dict(curve)[epochs]}
     last = replace(config, optimizer=replace(config.optimizer, epochs=epochs))
     model, history, _ = train(last, comm, fold=None, refit=summary)
     return model, history

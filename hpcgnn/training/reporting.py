@@ -113,7 +113,8 @@ FINAL_FIELDS = {
     "stopped_early": "true when --early-stop ended training before --epochs",
     "refit": "--refit-folds: folds, selected_by (the validation key), epochs (the count chosen, which this last run "
              "trained on every labelled node), mean_curve ([epoch, mean over the folds] of every epoch all folds "
-             "evaluated), fold_best_epochs, mean_<key> at the chosen count",
+             "evaluated), mean_loss_curve (the same of the validation loss, which breaks ties), fold_best_epochs, "
+             "mean_<key> at the chosen count",
 }
 #: the --metric keys an epoch's console line shows, when evaluated (link: the ranking metrics but hits)
 _METRIC_LINE_KEYS = tuple(f"{split}_{key}" for key in EXTRA_KEYS + ("auc", "ap", "mrr") for split in ("val", "test"))

@@ -16,20 +16,23 @@ def history(values, key="val_acc"):
 
 def test_the_best_mean_over_the_folds_wins():
     # fold 1 peaks at epoch 1, fold 2 at epoch 3; the mean is best at epoch 2
-    epochs, curve = choose_epochs([history([0.9, 0.8, 0.1]), history([0.1, 0.6, 0.7])], "val_acc")
+    epochs, curve, _ = choose_epochs([history([0.9, 0.8, 0.1]), history([0.1, 0.6, 0.7])], "val_acc")
     assert epochs == 2
     assert curve == [[1, pytest.approx(0.5)], [2, pytest.approx(0.7)], [3, pytest.approx(0.4)]]
 
 
-def test_ties_take_the_fewest_epochs_and_the_loss_is_minimised():
-    assert choose_epochs([history([0.5, 0.7, 0.7])], "val_acc")[0] == 2
+def test_ties_take_the_lowest_mean_loss_then_the_fewest_epochs_and_the_loss_is_minimised():
+    assert choose_epochs([history([0.5, 0.7, 0.7])], "val_acc")[0] == 2  # no loss recorded: the fewest
+    both = [dict(r, val_loss=loss) for r, loss in zip(history([0.5, 0.7, 0.6, 0.7, 0.7]), [1.0, 0.6, 0.5, 0.4, 0.4])]
+    chosen, _, loss_curve = choose_epochs([both], "val_acc")
+    assert chosen == 4 and loss_curve[3] == [4, 0.4]  # epochs 2, 4, 5 tie on accuracy; 4 and 5 on loss
     assert choose_epochs([history([0.9, 0.4, 0.4, 0.6], "val_loss")], "val_loss")[0] == 2
 
 
 def test_only_epochs_every_fold_evaluated_count():
     short = [{"epoch": 1, "val_acc": 0.1}, {"epoch": 2}, {"epoch": 3, "val_acc": 0.5}]  # epoch 2 not evaluated
     long = history([0.1, 0.99, 0.5, 0.99])  # epoch 4: past where the other fold stopped early
-    epochs, curve = choose_epochs([short, long], "val_acc")
+    epochs, curve, _ = choose_epochs([short, long], "val_acc")
     assert (epochs, [e for e, _ in curve]) == (3, [1, 3])
     with pytest.raises(ValueError, match="no epoch has val_acc in every fold"):
         choose_epochs([history([0.5]), [{"epoch": 1}]], "val_acc")
@@ -89,7 +92,8 @@ def test_the_last_run_trains_the_chosen_epochs_on_every_labelled_node(nranks, co
         assert header["config"]["evaluation"]["refit_folds"] == 3 and refit["folds"] == 3
         assert [e for e, _ in curve] == list(range(1, 21))
         best = max(value for _, value in curve)
-        assert chosen == min(e for e, value in curve if value == best)
+        losses = dict(refit["mean_loss_curve"])
+        assert chosen == min((e for e, value in curve if value == best), key=lambda e: (losses[e], e))
         assert len(last) == chosen == final["epochs"] and len(records) == chosen + 2
         assert [r["train_seen"] for r in last] == [labelled] * chosen  # training and validation nodes train
         assert all(r["val_acc"] is None for r in last) and last[-1]["test_acc"] > 0.5
