@@ -109,6 +109,10 @@ class OptimizerConfig:
                             "other ranks back only once that slack is spent; a run's first S steps take no optimizer "
                             "step (hpcgnn.training.gradsync; 0: every step applies its own mean gradient)",
                             type=Domain(int, ge=0, le=MAX_COUNT), metavar="S")
+    average_every: int = option(1, "local SGD: each rank steps on its own gradient without communication, and every "
+                                "H optimizer steps the ranks average their parameters, and at each epoch's end "
+                                "their parameters and optimizer state (hpcgnn.training.gradsync; 1: every step "
+                                "reduces the gradient)", type=Domain(int, ge=1, le=MAX_COUNT), metavar="H")
     grad_compress: str = option("none", "bf16: send the gradient as bfloat16 (half the bytes); topk:R: send the "
                                 "fraction R of entries largest in magnitude (index, value); both carry what was not "
                                 "sent to the next step (error feedback)", metavar="none|bf16|topk:R")
@@ -433,6 +437,9 @@ def check_settings(config, task, where=None):
     if optimizer.overlap and kind != "none":
         raise InputError(where, "--overlap reduces float32 buckets; it does not combine with compression",
                          "--grad-compress", optimizer.grad_compress)
+    if optimizer.average_every > 1 and (optimizer.overlap or kind != "none" or optimizer.staleness):
+        raise InputError(where, "averages parameters, reducing no gradient; it does not combine with --overlap, "
+                         "--grad-compress or --staleness", "--average-every", optimizer.average_every)
     if optimizer.staleness and (optimizer.overlap or kind != "none"):
         raise InputError(where, "reduces whole float32 gradients without blocking; it does not combine with "
                          "--overlap or --grad-compress", "--staleness", optimizer.staleness)

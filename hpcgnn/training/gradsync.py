@@ -20,6 +20,11 @@ a :class:`GradientSync` turns each rank's buffer into the mean over the ranks:
     Each rank sends only the fraction R of its entries largest in magnitude, as (index, value)
     pairs gathered by every rank (Allgather), which sum them; top-k sparsification.
 
+``--average-every H``
+    Local SGD: each rank steps on its own gradient, with no communication, and every H optimizer
+    steps the ranks replace their parameters by the mean over the ranks; at each epoch's end the
+    parameters and the optimizer state, so every rank evaluates and checkpoints one model.
+    ``H = 1`` is the blocking scheme itself.
 ``--staleness S``
     Bounded staleness: step ``t``'s gradient is reduced by a non-blocking Allreduce while the
     rank computes steps ``t + 1 .. t + S``, and the optimizer step after step ``t`` applies the
@@ -127,6 +132,7 @@ class GradientSync:
         self.bytes_per_step = allreduce_bytes(grads.buffer.numel(), 4, comm.size)
         self.residual = None  # the compressions' error feedback: what was not sent yet
         self.staleness = 0  # steps between a gradient's computation and its application
+        self.average_every = 1  # optimizer steps between two averagings of the parameters (local SGD)
 
     def arm(self, last):
         """Local. Called before backward; ``last``: this backward ends an optimizer step (the
@@ -145,6 +151,13 @@ class GradientSync:
                 grads.push()
         grads.buffer /= self.comm.size
         return True
+
+    def stepped(self):
+        """Collective over comm. Called after each optimizer step (local SGD averages here)."""
+
+    def settle(self):
+        """Collective over comm. Called at an epoch's end, before evaluation and checkpoints: the
+        ranks hold one model afterwards (local SGD averages what its last steps left apart)."""
 
     def state(self):
         """Local. What a checkpoint keeps of this rank's scheme: the error-feedback residual, or None."""
@@ -328,6 +341,54 @@ class TopkSync(GradientSync):
         return True
 
 
+class LocalSync(GradientSync):
+    """Local to build; :meth:`stepped` and :meth:`settle` are collective. Local SGD
+    (``--average-every H``, H >= 2): :meth:`finish` leaves each rank's own gradient as it is, and
+    every H optimizer steps, counted from the epoch's start, the parameters are averaged over the
+    ranks (in float64). Between epochs' ends the optimizer state (Adam's moments) is each rank's
+    own; at an epoch's end it is averaged too, so evaluation and checkpoints see one model and one
+    optimizer state, and each epoch starts a new count: a resumed run needs no state of this."""
+
+    def __init__(self, grads, comm, every, optimizer=None):
+        super().__init__(grads, comm)
+        self.optimizer = optimizer
+        if every < 2:
+            raise ValueError(f"LocalSync averages every 2 or more steps, not {every}")
+        self.average_every = int(every)
+        self.bytes_per_step = allreduce_bytes(grads.buffer.numel(), 8, comm.size) // self.average_every
+        self.steps = 0  # optimizer steps since the parameters were last averaged
+
+    def finish(self) -> bool:
+        return True  # this rank's own gradient, unreduced
+
+    def stepped(self):
+        self.steps += 1
+        if self.steps == self.average_every:
+            if self.comm.size > 1:
+                average_parameters(self.grads.params, self.comm)
+            self.steps = 0
+
+    def settle(self):
+        if self.comm.size > 1:
+            moments = [] if self.optimizer is None else [
+                value for p in self.grads.params for value in self.optimizer.state.get(p, {}).values()
+                if isinstance(value, torch.Tensor) and value.shape == p.shape]
+            average_parameters(list(self.grads.params) + moments, self.comm)
+        self.steps = 0
+
+
+def average_parameters(params, comm):
+    """Collective over comm. Replace every tensor of ``params`` by its mean over the ranks (summed
+    in float64, so every rank gets the same values)."""
+    flat = torch.cat([p.detach().reshape(-1) for p in params]).to(torch.float64).cpu()  # MPI reads host memory
+    allreduce_(flat.numpy(), comm, average=True)
+    offset = 0
+    with torch.no_grad():
+        for p in params:
+            p.copy_(flat[offset:offset + p.numel()].view_as(p))
+            offset += p.numel()
+
+
 class StaleSync(GradientSync):
     """Local to build; :meth:`finish` is collective. Bounded staleness (``--staleness S``, S >= 1):
     each step's gradient starts a non-blocking Allreduce of its own copy, and the step applies the
@@ -394,12 +455,18 @@ class StaleSync(GradientSync):
 
 
 def build_sync(grads, comm, compress="none", overlap=False, bucket_mb=_DEFAULT_BUCKET_MB,
-               staleness=0) -> GradientSync:
+               staleness=0, average_every=1, optimizer=None) -> GradientSync:
     """Local. The gradient reduction the flags ask for (``--grad-compress``, ``--overlap``,
-    ``--staleness``)."""
+    ``--staleness``, ``--average-every``; local SGD also averages ``optimizer``'s state at epochs'
+    ends)."""
     kind, ratio = parse_compression(compress)
     if overlap and kind != "none":
         raise ValueError("--overlap reduces float32 buckets; it does not combine with compression")
+    if average_every > 1:
+        if overlap or kind != "none" or staleness:
+            raise ValueError("--average-every reduces no gradient; it does not combine with --overlap, compression "
+                             "or --staleness")
+        return LocalSync(grads, comm, average_every, optimizer)
     if staleness:
         if overlap or kind != "none":
             raise ValueError("--staleness reduces whole float32 gradients; it does not combine with --overlap or "

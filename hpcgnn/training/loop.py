@@ -76,6 +76,7 @@ def train_step(session: Session, batch, scale=1.0, first=True, last=True) -> Ste
     t2 = time.perf_counter()
     if reduced:
         session.optimizer.step()
+        session.sync.stepped()  # local SGD: every H steps the ranks average their parameters
     if session.embed_optimizer is not None:
         session.embed_optimizer.step()  # collective: every rank takes the same number of steps
     return StepResult(float(loss.detach()) * seen, correct, seen, (t1 - t0) + (time.perf_counter() - t2), t2 - t1)
@@ -123,6 +124,7 @@ def train_epoch(session: Session, epoch, show_progress=False) -> dict:
         totals += (step.loss_sum, step.correct, step.seen)
         compute_s += step.compute_s
         allreduce_s += step.allreduce_s
+    session.sync.settle()  # one model on every rank before evaluation and checkpoints
     average_buffers(session.model, session.comm)
     epoch_time = time.perf_counter() - t_epoch
     stats = session.loader.stats
@@ -132,6 +134,8 @@ def train_epoch(session: Session, epoch, show_progress=False) -> dict:
     record["grad_bytes_per_step"] = session.sync.bytes_per_step
     if session.sync.staleness:
         record["staleness"] = session.sync.staleness
+    if session.sync.average_every > 1:
+        record["average_every"] = session.sync.average_every
     if session.device.type == "cuda":
         record["gpu_memory_peak_MiB"] = session.comm.allreduce(cuda_memory_peak_mib(session.device), op=mpi().MAX)
     return record

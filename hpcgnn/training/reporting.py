@@ -44,6 +44,7 @@ EPOCH_FIELDS = {
                  "accuracy on train_mask (multi-label: the share of (node, label) entries predicted right)",
     "steps": "batches each rank trained on this epoch (the same on every rank)",
     "staleness": "--staleness: steps between a gradient's computation and the optimizer step that applies it",
+    "average_every": "--average-every: optimizer steps between two averagings of the parameters over the ranks",
     "train_seen": "training items the epoch's batches scored, summed over ranks: seed nodes (multi-label: "
                   "node-label entries; link prediction: positive and negative pairs)",
     "epoch_time_s": "seconds of the epoch's training on the slowest rank; evaluation excluded (eval_time_s)",

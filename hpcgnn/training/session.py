@@ -175,7 +175,8 @@ def open_session(config: TrainConfig, comm, fold=None) -> Session:
     if getattr(loss, "weight", None) is not None:  # class weights, indexed by the labels on the device
         loss.weight = loss.weight.to(placement.device)
     sync = build_sync(grads, comm, config.optimizer.grad_compress, config.optimizer.overlap,
-                      config.optimizer.bucket_mb, config.optimizer.staleness)
+                      config.optimizer.bucket_mb, config.optimizer.staleness, config.optimizer.average_every,
+                      optimizer)
     return Session(comm, graph, loader, model, grads, optimizer, embedding, embed_optimizer, config, facts, task,
                    loss, control, sync, dataset_identity(graph, comm),
                    dict(scaled, prefetch=prefetch, threads=threads, ranks=comm.size, device=str(placement.device),

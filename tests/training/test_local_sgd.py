@@ -1,0 +1,83 @@
+"""Local SGD (--average-every H): between averagings each rank follows its own gradients; every H
+optimizer steps and at each epoch's end the parameters become the mean over the ranks (a serial
+reference of every rank's trajectory); H = 1 is synchronous training bit for bit; a local run
+trains and resumes bit-exact."""
+import numpy as np
+import pytest
+import torch
+
+from hpcgnn.runtime.errors import InputError
+from hpcgnn.training.config import parse_train_config
+from hpcgnn.training.gradsync import FlatGradients, GradientSync, LocalSync, build_sync
+
+LR = 0.1
+
+
+def gradient(rank, step, n):
+    """The gradient rank ``rank`` takes at ``step``: different on every rank and step, independent
+    of the parameters, so each rank's plain-SGD trajectory is a sum the test can form serially."""
+    return torch.from_numpy(np.random.default_rng(100 * step + rank).standard_normal(n).astype(np.float32))
+
+
+@pytest.mark.mpi(sizes=(1, 2, 4))
+def test_parameters_are_each_ranks_own_between_averagings_and_the_mean_at_them(nranks, comm):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3)
+    grads = FlatGradients(model)
+    sync = build_sync(grads, comm, average_every=3)
+    assert isinstance(sync, LocalSync) and sync.average_every == 3
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+    n = grads.buffer.numel()
+    start = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).double()
+    # serial reference: every rank's trajectory from the last average
+    base = start.clone()
+    local = {r: base.clone() for r in range(comm.size)}
+    for step in range(7):
+        grads.buffer.copy_(gradient(comm.rank, step, n))
+        assert sync.finish()  # the rank's own gradient, as it is
+        optimizer.step()
+        sync.stepped()
+        for r in range(comm.size):
+            local[r] = local[r] - LR * gradient(r, step, n).double()
+        if (step + 1) % 3 == 0:
+            base = sum(local.values()) / comm.size
+            local = {r: base.clone() for r in range(comm.size)}
+        got = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).double()
+        np.testing.assert_allclose(got.numpy(), local[comm.rank].numpy(), rtol=1e-5, atol=1e-6)
+    sync.settle()  # the epoch's end: one model again, after the seventh step's drift
+    got = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).double()
+    np.testing.assert_allclose(got.numpy(), (sum(local.values()) / comm.size).numpy(), rtol=1e-5, atol=1e-6)
+    assert len({tuple(np.round(x, 6)) for x in comm.allgather(got.numpy())}) == 1
+
+
+def test_one_step_is_the_blocking_reduction_and_combinations_are_refused():
+    from hpcgnn.runtime.comm import world
+
+    grads = FlatGradients(torch.nn.Linear(3, 2))
+    assert type(build_sync(grads, world(), average_every=1)) is GradientSync
+    for flags in (["--overlap"], ["--grad-compress", "topk:0.1"], ["--staleness", "1"]):
+        with pytest.raises(InputError, match="--average-every"):
+            parse_train_config(["--data", "x", "--average-every", "4", *flags])
+
+
+@pytest.mark.mpi(sizes=(2,))
+def test_local_training_learns_resumes_bit_exact_and_one_is_synchronous(nranks, comm, shared_tmp):
+    from hpcgnn.testing.datasets import make_dataset
+    from hpcgnn.testing.training import assert_learns, assert_resume_bit_exact
+    from hpcgnn.training.loop import run
+
+    path, _ = make_dataset(comm, shared_tmp, nranks, name="local", num_nodes=300, avg_degree=6, p_inside=0.9)
+    base = ["--data", path, "--fanouts", "4,4", "--batch-size", "10", "--hidden", "16", "--no-progress",
+            "--prefetch", "0", "--lr", "0.02"]
+    _, synchronous = run(parse_train_config([*base, "--epochs", "2"]), comm)
+    _, one = run(parse_train_config([*base, "--epochs", "2", "--average-every", "1"]), comm)
+    assert [r["loss"] for r in one] == [r["loss"] for r in synchronous] and "average_every" not in one[0]
+    _, local = run(parse_train_config([*base, "--epochs", "2", "--average-every", "4"]), comm)
+    assert local[0]["average_every"] == 4 and [r["loss"] for r in local] != [r["loss"] for r in synchronous]
+    assert_learns(comm, parse_train_config([*base, "--epochs", "12", "--average-every", "4"]), 0.5)
+
+    def flags(epochs, directory, *extra):
+        return parse_train_config([*base, "--average-every", "3", "--epochs", str(epochs), "--eval-every", "2",
+                                   "--checkpoint-every", "1", "--checkpoint-dir", directory, *extra])
+
+    assert_resume_bit_exact(comm, flags, shared_tmp, "local")
