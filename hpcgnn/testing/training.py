@@ -29,3 +29,30 @@ def assert_learns(comm, args, min_test_acc):
     assert len(set(comm.allgather(len(history)))) == 1
     assert history[0]["loss"] > history[-1]["loss"]
     assert history[-1]["test_acc"] > min_test_acc, history[-1]
+
+
+def assert_exchange_mode(comm, shared_tmp, flag, neutral, value):
+    """Collective over comm. A mode of the gradient exchange (``flag``: ``--staleness``,
+    ``--average-every``) on a small generated dataset: ``flag neutral`` reproduces the synchronous
+    run's losses bit for bit; ``flag value`` trains differently, says so in its epoch records (the
+    flag's name as the key), learns, and resumes bit-exact."""
+    from hpcgnn.testing.datasets import make_dataset  # deferred: as above
+    from hpcgnn.training.config import parse_train_config
+    from hpcgnn.training.loop import run
+
+    key = flag.lstrip("-").replace("-", "_")
+    path, _ = make_dataset(comm, shared_tmp, comm.size, name=key, num_nodes=300, avg_degree=6, p_inside=0.9)
+    base = ["--data", path, "--fanouts", "4,4", "--batch-size", "10", "--hidden", "16", "--no-progress",
+            "--prefetch", "0", "--lr", "0.02"]
+    _, synchronous = run(parse_train_config([*base, "--epochs", "2"]), comm)
+    _, same = run(parse_train_config([*base, "--epochs", "2", flag, str(neutral)]), comm)
+    assert [r["loss"] for r in same] == [r["loss"] for r in synchronous] and key not in same[0]
+    _, other = run(parse_train_config([*base, "--epochs", "2", flag, str(value)]), comm)
+    assert other[0][key] == value and [r["loss"] for r in other] != [r["loss"] for r in synchronous]
+    assert_learns(comm, parse_train_config([*base, "--epochs", "12", flag, str(value)]), 0.5)
+
+    def flags(epochs, directory, *extra):
+        return parse_train_config([*base, flag, str(value), "--epochs", str(epochs), "--eval-every", "2",
+                                   "--checkpoint-every", "1", "--checkpoint-dir", directory, *extra])
+
+    assert_resume_bit_exact(comm, flags, shared_tmp, key)

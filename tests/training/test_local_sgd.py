@@ -62,22 +62,6 @@ def test_one_step_is_the_blocking_reduction_and_combinations_are_refused():
 
 @pytest.mark.mpi(sizes=(2,))
 def test_local_training_learns_resumes_bit_exact_and_one_is_synchronous(nranks, comm, shared_tmp):
-    from hpcgnn.testing.datasets import make_dataset
-    from hpcgnn.testing.training import assert_learns, assert_resume_bit_exact
-    from hpcgnn.training.loop import run
+    from hpcgnn.testing.training import assert_exchange_mode
 
-    path, _ = make_dataset(comm, shared_tmp, nranks, name="local", num_nodes=300, avg_degree=6, p_inside=0.9)
-    base = ["--data", path, "--fanouts", "4,4", "--batch-size", "10", "--hidden", "16", "--no-progress",
-            "--prefetch", "0", "--lr", "0.02"]
-    _, synchronous = run(parse_train_config([*base, "--epochs", "2"]), comm)
-    _, one = run(parse_train_config([*base, "--epochs", "2", "--average-every", "1"]), comm)
-    assert [r["loss"] for r in one] == [r["loss"] for r in synchronous] and "average_every" not in one[0]
-    _, local = run(parse_train_config([*base, "--epochs", "2", "--average-every", "4"]), comm)
-    assert local[0]["average_every"] == 4 and [r["loss"] for r in local] != [r["loss"] for r in synchronous]
-    assert_learns(comm, parse_train_config([*base, "--epochs", "12", "--average-every", "4"]), 0.5)
-
-    def flags(epochs, directory, *extra):
-        return parse_train_config([*base, "--average-every", "3", "--epochs", str(epochs), "--eval-every", "2",
-                                   "--checkpoint-every", "1", "--checkpoint-dir", directory, *extra])
-
-    assert_resume_bit_exact(comm, flags, shared_tmp, "local")
+    assert_exchange_mode(comm, shared_tmp, "--average-every", 1, 4)

@@ -82,22 +82,6 @@ def test_combinations_it_does_not_serve_are_refused(flags):
 
 @pytest.mark.mpi(sizes=(2,))
 def test_stale_training_learns_resumes_bit_exact_and_zero_is_synchronous(nranks, comm, shared_tmp):
-    from hpcgnn.testing.datasets import make_dataset
-    from hpcgnn.testing.training import assert_learns, assert_resume_bit_exact
-    from hpcgnn.training.loop import run
+    from hpcgnn.testing.training import assert_exchange_mode
 
-    path, _ = make_dataset(comm, shared_tmp, nranks, name="stale", num_nodes=300, avg_degree=6, p_inside=0.9)
-    base = ["--data", path, "--fanouts", "4,4", "--batch-size", "30", "--hidden", "16", "--no-progress",
-            "--prefetch", "0", "--lr", "0.02"]
-    _, synchronous = run(parse_train_config([*base, "--epochs", "2"]), comm)
-    _, zero = run(parse_train_config([*base, "--epochs", "2", "--staleness", "0"]), comm)
-    assert [r["loss"] for r in zero] == [r["loss"] for r in synchronous] and "staleness" not in zero[0]
-    _, stale = run(parse_train_config([*base, "--epochs", "2", "--staleness", "2"]), comm)
-    assert stale[0]["staleness"] == 2 and [r["loss"] for r in stale] != [r["loss"] for r in synchronous]
-    assert_learns(comm, parse_train_config([*base, "--epochs", "8", "--batch-size", "10", "--staleness", "2"]), 0.5)
-
-    def flags(epochs, directory, *extra):
-        return parse_train_config([*base, "--staleness", "2", "--epochs", str(epochs), "--eval-every", "2",
-                                   "--checkpoint-every", "1", "--checkpoint-dir", directory, *extra])
-
-    assert_resume_bit_exact(comm, flags, shared_tmp, "stale")
+    assert_exchange_mode(comm, shared_tmp, "--staleness", 0, 2)
