@@ -19,7 +19,7 @@ def gradient(rank, step, n):
     return torch.from_numpy(np.random.default_rng(100 * step + rank).standard_normal(n).astype(np.float32))
 
 
-@pytest.mark.mpi(sizes=(1, 2, 4))
+@pytest.mark.mpi(sizes=(2, 4))
 def test_parameters_are_each_ranks_own_between_averagings_and_the_mean_at_them(nranks, comm):
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 3)

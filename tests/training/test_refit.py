@@ -38,7 +38,7 @@ def test_only_epochs_every_fold_evaluated_count():
         choose_epochs([history([0.5]), [{"epoch": 1}]], "val_acc")
 
 
-@pytest.mark.mpi(sizes=(1, 2, 4))
+@pytest.mark.mpi(sizes=(2, 4))
 def test_folds_are_stratified_disjoint_and_the_same_at_every_rank_count(nranks, comm, shared_tmp):
     from hpcgnn.graph import DistGraph, fold_of_nodes
     from hpcgnn.testing.datasets import make_dataset, partition_once
@@ -69,7 +69,7 @@ def test_folds_are_stratified_disjoint_and_the_same_at_every_rank_count(nranks, 
         assert np.array_equal(fold[np.argsort(orig)], ref_fold[np.argsort(ref_orig)])
 
 
-@pytest.mark.mpi(sizes=(1, 2))
+@pytest.mark.mpi(sizes=(2,))
 def test_the_last_run_trains_the_chosen_epochs_on_every_labelled_node(nranks, comm, shared_tmp):
     from hpcgnn.testing.datasets import make_dataset
     from hpcgnn.training.config import parse_train_config

@@ -26,21 +26,21 @@ def run_steps(sync, grads, comm, steps, first=0):
     return out
 
 
-@pytest.mark.mpi(sizes=(1, 2, 4))
-@pytest.mark.parametrize("staleness", [1, 3])
-def test_each_step_applies_the_mean_gradient_of_the_step_s_before(nranks, comm, staleness):
-    model = torch.nn.Linear(7, 5)
-    grads = FlatGradients(model)
-    sync = build_sync(grads, comm, staleness=staleness)
-    assert isinstance(sync, StaleSync) and sync.staleness == staleness
-    results = run_steps(sync, grads, comm, 8)
-    n = grads.buffer.numel()
-    for step, (applied, buffer) in enumerate(results):
-        assert applied == (step >= staleness)
-        if applied:  # the serial reference: the ranks' gradients of step - S, summed in float64
-            want = sum(step_gradient(r, step - staleness, n).double() for r in range(comm.size)) / comm.size
-            np.testing.assert_allclose(buffer.double().numpy(), want.numpy(), rtol=1e-6, atol=1e-6)
-    sync.close()
+@pytest.mark.mpi(sizes=(2, 4))
+def test_each_step_applies_the_mean_gradient_of_the_step_s_before(nranks, comm):
+    for staleness in (1, 3):
+        model = torch.nn.Linear(7, 5)
+        grads = FlatGradients(model)
+        sync = build_sync(grads, comm, staleness=staleness)
+        assert isinstance(sync, StaleSync) and sync.staleness == staleness
+        results = run_steps(sync, grads, comm, 8)
+        n = grads.buffer.numel()
+        for step, (applied, buffer) in enumerate(results):
+            assert applied == (step >= staleness)
+            if applied:  # the serial reference: the ranks' gradients of step - S, summed in float64
+                want = sum(step_gradient(r, step - staleness, n).double() for r in range(comm.size)) / comm.size
+                np.testing.assert_allclose(buffer.double().numpy(), want.numpy(), rtol=1e-6, atol=1e-6)
+        sync.close()
 
 
 @pytest.mark.mpi(sizes=(2,))
