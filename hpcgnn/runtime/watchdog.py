@@ -122,16 +122,22 @@ class Watchdog:
         self.where = where
         self._last = time.monotonic()
 
-    def close(self):
-        """Collective over comm. Stop the thread and free the private communicator."""
+    def _stop_thread(self) -> bool:
+        """Stop this rank's thread (False when it was stopped already)."""
         global _active
         if self._thread is None:
-            return
+            return False
         self._stop.set()
         self._thread.join()
         self._thread = None
         if _active is self:
             _active = self._previous
+        return True
+
+    def close(self):
+        """Collective over comm. Stop the thread and free the private communicator."""
+        if not self._stop_thread():
+            return
         mpi().Request.Waitall(self._sends)
         self.comm.Barrier()  # no rank frees the communicator while another's answer is in flight
         self._receive({})  # heartbeats sent before the barrier
@@ -143,6 +149,11 @@ class Watchdog:
     def __exit__(self, *exc):
         if exc[0] is None:
             self.close()
+        else:
+            # an error leaves through here: stop this rank's thread, so a program that catches the
+            # error and goes on is not aborted by a stale clock later; the collective close could
+            # wait for ranks that never arrive, so the communicator is left to the process's end
+            self._stop_thread()
         return False
 
     # --- the watching thread ---

@@ -37,8 +37,8 @@ def assert_exchange_mode(comm, shared_tmp, flag, neutral, value):
     run's losses bit for bit; ``flag value`` trains differently, says so in its epoch records (the
     flag's name as the key), learns, and resumes bit-exact."""
     from hpcgnn.testing.datasets import make_dataset  # deferred: as above
-    from hpcgnn.training.config import parse_train_config
-    from hpcgnn.training.loop import run
+    from hpcgnn.training.config import parse_train_config  # deferred: as above
+    from hpcgnn.training.loop import run  # deferred: as above
 
     key = flag.lstrip("-").replace("-", "_")
     path, _ = make_dataset(comm, shared_tmp, comm.size, name=key, num_nodes=300, avg_degree=6, p_inside=0.9)

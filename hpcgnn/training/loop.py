@@ -194,6 +194,37 @@ def start_line(session) -> str:
             + (f", {session.placement.note}" if session.device.type != "cpu" else ""))
 
 
+def train_epochs(session: Session, first_epoch, history, report, stopper):
+    """Collective over session.comm. The epochs from ``first_epoch`` on: train, evaluate when the
+    schedule says, report, stop early, check for a collapsed model and checkpoint; ``history``
+    gains each epoch's record."""
+    config, comm = session.config, session.comm
+    output, epochs = config.output, config.optimizer.epochs
+    schedule = EvalSchedule(config.evaluation.eval_every, epochs, first_epoch)
+    collapse = CollapseCheck(config.optimizer.lr, session.task.scored)
+    best_only = set()  # epochs this run checkpointed only because they were the selected model
+    for epoch in range(first_epoch, epochs):
+        if stopper.stopped:
+            break
+        record = train_epoch(session, epoch, show_progress=comm.rank == 0 and not output.no_progress)
+        if schedule.due(epoch):
+            record.update(evaluate_session(session))
+            schedule.measured(comm, epoch, record["epoch_time_s"], record["eval_time_s"])
+        history.append(record)
+        report.epoch(record)
+        stop = stopper.update(record)  # the same reduced values on every rank: the same decision
+        collapse.update(record, epoch + 1, last=stop or epoch + 1 == epochs)  # a dead model ends the run
+        selected_now = stopper.best_epoch == epoch + 1  # the model the final line will report, kept as best
+        asked = every(output.checkpoint_every, epoch, epochs) or stop
+        if output.checkpoint_dir and (asked or selected_now):
+            if not asked:
+                best_only.add(epoch + 1)  # written only as best: removed once a later epoch is better
+            save_session(session, output.checkpoint_dir, epoch + 1, history, best=selected_now,
+                         keep=lambda done: done not in best_only)
+        if stop:
+            report.say(stopper.reason())
+
+
 def run(config: TrainConfig, comm):
     """Collective over comm. Train as ``config`` says; return ``(model, history)`` (history: per-epoch records).
 
@@ -229,35 +260,12 @@ def _train(config: TrainConfig, comm, fold=None, refit=None):
     if output.resume:  # a requeued job says which of its starts this is
         report.say(f"resumed from epoch {first_epoch} ({output.checkpoint_dir})" if first_epoch
                    else f"nothing to resume in {output.checkpoint_dir}: starting at epoch 1")
-    watchdog = Watchdog(comm, config.runtime.watchdog_s, "hpcgnn train")
-    schedule = EvalSchedule(config.evaluation.eval_every, epochs, first_epoch)
     select = selection_key(config.evaluation.select, metric_key(config.evaluation.metric))
     stopper = EarlyStopping(select, config.evaluation.early_stop, history)
-    collapse = CollapseCheck(config.optimizer.lr, session.task.scored)
-    best_only = set()  # epochs this run checkpointed only because they were the selected model
-
-    for epoch in range(first_epoch, epochs):
-        if stopper.stopped:
-            break
-        record = train_epoch(session, epoch, show_progress=comm.rank == 0 and not output.no_progress)
-        if schedule.due(epoch):
-            record.update(evaluate_session(session))
-            schedule.measured(comm, epoch, record["epoch_time_s"], record["eval_time_s"])
-        history.append(record)
-        report.epoch(record)
-        stop = stopper.update(record)  # the same reduced values on every rank: the same decision
-        collapse.update(record, epoch + 1, last=stop or epoch + 1 == epochs)  # a dead model ends the run
-        selected_now = stopper.best_epoch == epoch + 1  # the model the final line will report, kept as best
-        asked = every(output.checkpoint_every, epoch, epochs) or stop
-        if output.checkpoint_dir and (asked or selected_now):
-            if not asked:
-                best_only.add(epoch + 1)  # written only as best: removed once a later epoch is better
-            save_session(session, output.checkpoint_dir, epoch + 1, history, best=selected_now,
-                         keep=lambda done: done not in best_only)
-        if stop:
-            report.say(stopper.reason())
-
-    watchdog.close()
+    # closed on every rank at the end; on an error only this rank's clock stops (a caught error
+    # must not leave a watchdog that aborts the process later)
+    with Watchdog(comm, config.runtime.watchdog_s, "hpcgnn train"):
+        train_epochs(session, first_epoch, history, report, stopper)
     final = final_record(comm, history, epochs, run_time_s=time.perf_counter() - started,
                          metric=config.evaluation.metric)
     report.final(dict(final, **selected(history, select), stopped_early=stopper.stopped,

@@ -201,3 +201,28 @@ def test_the_liveness_watchdog_names_a_stopped_rank(tmp_path):
     line = watchdog_line(tmp_path, 2, source)
     assert line.startswith("phase-test: error: watchdog: a rank stopped answering for 1s"), line
     assert "rank 1 did not answer" in line and "rank 0 at" in line, line
+
+
+CAUGHT = textwrap.dedent("""
+    import time
+    from hpcgnn.runtime.comm import world
+    from hpcgnn.runtime.watchdog import Watchdog, beat
+
+    comm = world()
+    try:
+        with Watchdog(comm, 1.0, "caught-test"):
+            beat("training")
+            raise ValueError("a refused input, caught by the program")
+    except ValueError:
+        pass
+    time.sleep(4)  # the program goes on without beating: a stale clock would end it here
+    print("still running", flush=True)
+""")
+
+
+def test_an_error_leaving_the_watchdog_stops_its_clock(tmp_path):
+    script = tmp_path / "caught.py"
+    script.write_text(CAUGHT)
+    code, out, err = run_job(1, [str(script)], timeout=60)
+    assert code == 0 and "still running" in out, err
+    assert "watchdog" not in err
