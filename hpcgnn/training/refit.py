@@ -85,17 +85,17 @@ def run_refit(config, comm, train):
     the last run's final record adds.
     """
     folds = config.evaluation.refit_folds
-    histories, key = [], None
+    histories, fold_best, key = [], [], None
     for fold in range(folds):
         _, history, key = train(fold_config(config), comm, fold=fold)
         histories.append(history)
+        best, value, _ = choose_epochs([history], key)
+        fold_best.append(best)
         if comm.rank == 0:
-            best, value, _ = choose_epochs([history], key)
             print(f"fold {fold + 1}/{folds}: best {key} {dict(value)[best]:.4f} at epoch {best}", flush=True)
     epochs, curve, loss_curve = choose_epochs(histories, key)
     summary = {"folds": folds, "selected_by": key, "epochs": epochs, "mean_curve": curve,
-               "mean_loss_curve": loss_curve, "fold_best_epochs": [choose_epochs([h], key)[0] for h in histories],
-               f"mean_{key}": dict(curve)[epochs]}
+               "mean_loss_curve": loss_curve, "fold_best_epochs": fold_best, f"mean_{key}": dict(curve)[epochs]}
     last = replace(config, optimizer=replace(config.optimizer, epochs=epochs))
     model, history, _ = train(last, comm, fold=None, refit=summary)
     return model, history
