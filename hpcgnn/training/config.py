@@ -141,8 +141,8 @@ class EvaluationConfig:
     refit_folds: int = option(0, "choose the epoch count by K-fold cross-validation, then train on every labelled "
                               "node for that count: the training and validation nodes are dealt into K folds "
                               "stratified by label; K runs each train on K-1 folds for --epochs epochs (or until "
-                              "--early-stop), validating on the fold left out; the epoch count of the best mean "
-                              "--select value wins (on a tie the lowest mean validation loss, then the fewest); a "
+                              "--early-stop), validating on the fold left out; of the counts whose mean --select "
+                              "value is within one standard error of the best, the median wins; a "
                               "last run trains that many epochs on all of them and reports its last epoch "
                               "(hpcgnn.training.refit); 0: one run",
                               type=Domain(int, ge=2, le=MAX_COUNT, special={0: "one run"}), metavar="K")

@@ -1,6 +1,6 @@
 """--refit-folds: the folds are stratified, disjoint, cover the labelled nodes and do not depend on
-the rank count; the epoch count is the best mean validation value over the folds (the fewest on a
-tie); the last run trains that many epochs on every labelled node."""
+the rank count; the epoch count is the centre of the counts within one standard error of the best
+mean validation value over the folds; the last run trains that many epochs on every labelled node."""
 import json
 import os
 
@@ -14,19 +14,31 @@ def history(values, key="val_acc"):
     return [{"epoch": i + 1, key: v} for i, v in enumerate(values)]
 
 
-def test_the_best_mean_over_the_folds_wins():
-    # fold 1 peaks at epoch 1, fold 2 at epoch 3; the mean is best at epoch 2
-    epochs, curve, _ = choose_epochs([history([0.9, 0.8, 0.1]), history([0.1, 0.6, 0.7])], "val_acc")
+def test_a_clear_peak_of_the_mean_over_the_folds_wins():
+    # fold 1 peaks at epoch 1, fold 2 at epoch 3; the mean is best at epoch 2 and the folds agree there
+    folds = [history([0.9, 0.8, 0.1]), history([0.1, 0.8, 0.7])]
+    epochs, curve, _ = choose_epochs(folds, "val_acc")
     assert epochs == 2
-    assert curve == [[1, pytest.approx(0.5)], [2, pytest.approx(0.7)], [3, pytest.approx(0.4)]]
+    assert curve == [[1, pytest.approx(0.5)], [2, pytest.approx(0.8)], [3, pytest.approx(0.4)]]
 
 
-def test_ties_take_the_lowest_mean_loss_then_the_fewest_epochs_and_the_loss_is_minimised():
-    assert choose_epochs([history([0.5, 0.7, 0.7])], "val_acc")[0] == 2  # no loss recorded: the fewest
-    both = [dict(r, val_loss=loss) for r, loss in zip(history([0.5, 0.7, 0.6, 0.7, 0.7]), [1.0, 0.6, 0.5, 0.4, 0.4])]
-    chosen, _, loss_curve = choose_epochs([both], "val_acc")
-    assert chosen == 4 and loss_curve[3] == [4, 0.4]  # epochs 2, 4, 5 tie on accuracy; 4 and 5 on loss
-    assert choose_epochs([history([0.9, 0.4, 0.4, 0.6], "val_loss")], "val_loss")[0] == 2
+def test_the_centre_of_the_counts_within_one_standard_error_of_the_best_wins():
+    # best mean 0.9 at epoch 4, the folds' standard error there 0.1: epochs 3 to 8 are within it
+    # (0.8 and above), epochs 1, 2 and 9 are not; the median of 3..8 is 5 (the lower of 5 and 6)
+    fold_a = history([0.2, 0.5, 0.8, 1.0, 0.9, 0.9, 0.8, 0.9, 0.5])
+    fold_b = history([0.2, 0.5, 0.8, 0.8, 0.8, 0.8, 0.8, 0.7, 0.5])
+    assert choose_epochs([fold_a, fold_b], "val_acc")[0] == 5
+    # the loss is minimised, and its spread counts the same way: 0.4 +- 0.1 at epoch 2 admits 1 to 3
+    losses = [history([0.5, 0.3, 0.5, 0.9], "val_loss"), history([0.5, 0.5, 0.5, 0.9], "val_loss")]
+    assert choose_epochs(losses, "val_loss")[0] == 2
+    # one fold: no spread, so the median of the equal best values
+    assert choose_epochs([history([0.5, 0.7, 0.6, 0.7, 0.7])], "val_acc")[0] == 4
+
+
+def test_the_loss_curve_is_returned_beside_the_selected_value():
+    both = [dict(r, val_loss=loss) for r, loss in zip(history([0.5, 0.7]), [1.0, 0.6])]
+    assert choose_epochs([both], "val_acc")[2] == [[1, 1.0], [2, 0.6]]
+    assert choose_epochs([history([0.5, 0.7])], "val_acc")[2] == []
 
 
 def test_only_epochs_every_fold_evaluated_count():
