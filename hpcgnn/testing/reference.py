@@ -32,6 +32,13 @@ def random_sparse_rows(rng, rows, cols, weighted):
     return indptr, col, weight, dense
 
 
+def step_gradient(rank, step, n):
+    """Local. The float32 gradient rank ``rank`` feeds a gradient exchange at ``step``: different on
+    every rank and step and independent of the parameters, so a test can form every rank's
+    trajectory serially. A numpy array."""
+    return np.random.default_rng(1000 * step + rank).standard_normal(n).astype(np.float32)
+
+
 def dropout_mask(seed, n, threshold):
     """Local. The keep-mask (bool, length ``n``) of the dropout kernels for ``seed`` and ``threshold``."""
     q = np.arange((n + 3) // 4, dtype=np.uint64)

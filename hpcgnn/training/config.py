@@ -38,7 +38,7 @@ from hpcgnn.runtime.flags import (
 )
 from hpcgnn.runtime.options import add_options, as_dict, declared, flag_of, note_deprecated, option, options_from
 from hpcgnn.runtime.watchdog import DEFAULT_TIMEOUT_S
-from hpcgnn.sampling.registry import AT_DEFAULT, SAMPLERS, option_owners
+from hpcgnn.sampling.registry import AT_DEFAULT, SAMPLERS, option_owners, sampler_spec
 from hpcgnn.tasks.registry import TASKS
 from hpcgnn.training.device import DEVICES, device_name, refuse_on_device
 from hpcgnn.training.schedule import EVAL_PERIOD
@@ -49,6 +49,7 @@ MAX_PREFETCH = 64
 WATCHDOG_S = Domain(float, gt=0, le=MAX_SECONDS, special={0: "never"})
 #: hpcgnn.graph.feature_scale.FEATURE_SCALES
 FEATURE_SCALES = ("auto", "standard", "row", "none")
+SYNC_MODES = ("allreduce", "async")
 COMPRESSIONS = ("none", "bf16", "topk:R")
 #: modules imported before the flags are read, so that what they register has its flags
 PLUGIN_ENTRY_POINTS = "hpcgnn.plugins"
@@ -109,6 +110,13 @@ class OptimizerConfig:
                             "other ranks back only once that slack is spent; a run's first S steps take no optimizer "
                             "step (hpcgnn.training.gradsync; 0: every step applies its own mean gradient)",
                             type=Domain(int, ge=0, le=MAX_COUNT), metavar="S")
+    sync: str = option("allreduce", "how the ranks combine their steps: allreduce: every step applies the mean "
+                       "gradient over the ranks (as --staleness and --average-every modify it); async: the "
+                       "parameters live in an MPI window sharded over the ranks, and each rank reads them, steps "
+                       "on its own gradient and adds the change, scaled by one over one plus the updates each "
+                       "shard received meanwhile, with no wait for the other ranks until the epoch's end "
+                       "(hpcgnn.training.gradsync; not reproducible on more than one rank)",
+                       choices=SYNC_MODES)
     average_every: int = option(1, "local SGD: each rank steps on its own gradient without communication, and every "
                                 "H optimizer steps the ranks average their parameters, and at each epoch's end "
                                 "their parameters and optimizer state (hpcgnn.training.gradsync; 1: every step "
@@ -443,6 +451,8 @@ def check_settings(config, task, where=None):
     if optimizer.staleness and (optimizer.overlap or kind != "none"):
         raise InputError(where, "reduces whole float32 gradients without blocking; it does not combine with "
                          "--overlap or --grad-compress", "--staleness", optimizer.staleness)
+    if optimizer.sync == "async":
+        check_async(config, kind, where)
     if evaluation.metric is not None and evaluation.metric not in task.metrics:
         owners = [name for name, other in TASKS.items() if evaluation.metric in other.metrics]
         other = f"a metric of --task {'|'.join(owners)}: use it with that task" if owners \
@@ -462,6 +472,21 @@ def check_settings(config, task, where=None):
     if config.runtime.device == "cuda":
 
         refuse_on_device(config, where)
+
+
+def check_async(config, compression, where=None):
+    """Local. Refuse what ``--sync async`` cannot do (one line naming the flag)."""
+    optimizer = config.optimizer
+    if optimizer.overlap or compression != "none" or optimizer.staleness or optimizer.average_every > 1:
+        raise InputError(where, "reduces no gradient; it does not combine with --overlap, --grad-compress, "
+                         "--staleness or --average-every", "--sync", optimizer.sync)
+    if config.input.embed_dim:
+        raise InputError(where, "steps dense parameters only: a learnable embedding's sparse optimizer meets "
+                         "every rank each step (train without --embed-dim, or with --sync allreduce)", "--sync",
+                         optimizer.sync)
+    if sampler_spec(config.sampler.name).history:
+        raise InputError(where, f"lets ranks run apart, and --sampler {config.sampler.name} updates its history "
+                         "with every rank each step: use --sync allreduce", "--sync", optimizer.sync)
 
 
 def stored_config(record, where=None) -> TrainConfig:

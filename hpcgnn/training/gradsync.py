@@ -32,6 +32,15 @@ a :class:`GradientSync` turns each rank's buffer into the mean over the ranks:
     A rank slower at one step then holds the others back only once S steps' slack is spent.
     ``S = 0`` is the blocking scheme itself.
 
+``--sync async``
+    Asynchronous training over RMA: the parameters live in a window sharded over the ranks
+    (:class:`~hpcgnn.store.param_store.ParamStore`). Each step a rank reads them all one-sidedly,
+    computes its gradient from them, takes its own optimizer step (its own Adam moments) and adds
+    the change that step made to the shared parameters, each shard's part scaled by one over one
+    plus the updates the shard received meanwhile (staleness-aware learning rates). No rank
+    waits for another between steps; at an epoch's end the ranks meet, read the same parameters
+    and average their optimizer state, so evaluation and checkpoints see one model.
+
 Both compressions keep error feedback: what a rank did not send this step (the rounding error, or
 the entries left out) is added to its next step's gradient, so over the steps every gradient is
 sent in full (their sum is exactly what was sent plus the residual still held).
@@ -158,6 +167,11 @@ class GradientSync:
     def settle(self):
         """Collective over comm. Called at an epoch's end, before evaluation and checkpoints: the
         ranks hold one model afterwards (local SGD averages what its last steps left apart)."""
+
+    def observed(self) -> dict:
+        """Local (after :meth:`settle`). What the epoch's record adds about the scheme (none for a
+        plain reduction)."""
+        return {}
 
     def state(self):
         """Local. What a checkpoint keeps of this rank's scheme: the error-feedback residual, or None."""
@@ -361,6 +375,9 @@ class LocalSync(GradientSync):
     def finish(self) -> bool:
         return True  # this rank's own gradient, unreduced
 
+    def observed(self) -> dict:
+        return {"average_every": self.average_every}
+
     def stepped(self):
         self.steps += 1
         if self.steps == self.average_every:
@@ -370,23 +387,28 @@ class LocalSync(GradientSync):
 
     def settle(self):
         if self.comm.size > 1:
-            moments = [] if self.optimizer is None else [
-                value for p in self.grads.params for value in self.optimizer.state.get(p, {}).values()
-                if isinstance(value, torch.Tensor) and value.shape == p.shape]
-            average_parameters(list(self.grads.params) + moments, self.comm)
+            average_parameters(list(self.grads.params) + optimizer_moments(self.optimizer, self.grads.params),
+                               self.comm)
         self.steps = 0
+
+
+def optimizer_moments(optimizer, params) -> list:
+    """Local. ``optimizer``'s per-parameter state tensors shaped like their parameter (Adam's
+    moments; not its step counts), in parameter order; none without an optimizer."""
+    if optimizer is None:
+        return []
+    return [value for p in params for value in optimizer.state.get(p, {}).values()
+            if isinstance(value, torch.Tensor) and value.shape == p.shape]
 
 
 def average_parameters(params, comm):
     """Collective over comm. Replace every tensor of ``params`` by its mean over the ranks (summed
     in float64, so every rank gets the same values)."""
+    if not params:
+        return
     flat = torch.cat([p.detach().reshape(-1) for p in params]).to(torch.float64).cpu()  # MPI reads host memory
     allreduce_(flat.numpy(), comm, average=True)
-    offset = 0
-    with torch.no_grad():
-        for p in params:
-            p.copy_(flat[offset:offset + p.numel()].view_as(p))
-            offset += p.numel()
+    load_flat(params, flat)
 
 
 class StaleSync(GradientSync):
@@ -408,6 +430,9 @@ class StaleSync(GradientSync):
         self.copies = [np.zeros(n, dtype=np.float32) for _ in range(self.staleness + 1)]
         self.pending = deque()  # (copy index, request or None once complete), oldest first
         self.turn = 0
+
+    def observed(self) -> dict:
+        return {"staleness": self.staleness}
 
     def finish(self) -> bool:
         copy = self.copies[self.turn]
@@ -454,12 +479,94 @@ class StaleSync(GradientSync):
         self._complete()
 
 
+class AsyncSync(GradientSync):
+    """Collective over comm to build; :meth:`settle`, :meth:`load_state` and :meth:`close` are
+    collective, the steps are not. Asynchronous training over RMA (``--sync async``).
+
+    :meth:`finish` leaves the rank's own gradient; the optimizer steps the parameters this rank
+    read; :meth:`stepped` adds the change to the shared parameters (scaled by each shard's lag)
+    and reads them back for the next step. The change is taken after the optimizer step, so any
+    torch optimizer works, weight decay included. On one rank there is no lag and the run is the
+    synchronous one up to rounding (the shared value gains ``new - old``). On more it depends on
+    the order the ranks' updates land in: not reproducible from the seed.
+    """
+
+    def __init__(self, grads, comm, optimizer=None):
+        from hpcgnn.store.param_store import ParamStore  # deferred: only asynchronous runs build the store
+
+        super().__init__(grads, comm)
+        self.optimizer = optimizer
+        self.read_values = flat_parameters(grads.params)
+        self.store = ParamStore(comm, self.read_values.numpy())
+        self.versions = np.zeros(comm.size, dtype=np.int64)  # the shards' versions as last read
+        self.change = torch.empty_like(self.read_values)
+        n = self.read_values.numel()
+        self.bytes_per_step = 2 * (n - n // comm.size) * 4 if comm.size > 1 else 0  # read + add, others' shards
+        self.lags = []
+
+    def finish(self) -> bool:
+        return True  # this rank's own gradient, unreduced
+
+    def stepped(self):
+        torch.sub(flat_parameters(self.grads.params), self.read_values, out=self.change)
+        self.lags.extend(self.store.add(self.change.numpy(), self.versions).tolist())
+        self._read()
+
+    def _read(self):
+        self.versions = self.store.read(self.read_values.numpy())
+        load_flat(self.grads.params, self.read_values)
+
+    def settle(self):
+        self.comm.Barrier()  # every rank's last add is complete at its owners
+        self._read()
+        if self.comm.size > 1:
+            average_parameters(optimizer_moments(self.optimizer, self.grads.params), self.comm)
+
+    def observed(self) -> dict:
+        lags, self.lags = self.lags, []
+        total = self.comm.allreduce(np.array([sum(lags), len(lags)], dtype=np.float64))
+        worst = self.comm.allreduce(max(lags, default=0), op=mpi().MAX)
+        return {"sync": "async", "lag_mean": float(total[0] / max(total[1], 1)), "lag_max": int(worst)}
+
+    def load_state(self, state):
+        """Collective over comm. A resumed run's loaded parameters (the same on every rank) become
+        the shared ones."""
+        self.read_values = flat_parameters(self.grads.params)
+        self.store.reset(self.read_values.numpy())
+        self.versions = self.store.read(self.read_values.numpy())
+
+    def close(self):
+        self.store.close()
+
+
+def flat_parameters(params) -> torch.Tensor:
+    """Local. The parameters' values, concatenated in order, as one float32 CPU tensor (a copy)."""
+    if not params:
+        return torch.zeros(0)
+    return torch.cat([p.detach().reshape(-1) for p in params]).to(torch.float32).cpu()
+
+
+def load_flat(params, flat):
+    """Local. Copy ``flat`` (as :func:`flat_parameters` lays it out) into the parameters."""
+    offset = 0
+    with torch.no_grad():
+        for p in params:
+            p.copy_(flat[offset:offset + p.numel()].view_as(p))
+            offset += p.numel()
+
+
 def build_sync(grads, comm, compress="none", overlap=False, bucket_mb=_DEFAULT_BUCKET_MB,
-               staleness=0, average_every=1, optimizer=None) -> GradientSync:
-    """Local. The gradient reduction the flags ask for (``--grad-compress``, ``--overlap``,
-    ``--staleness``, ``--average-every``; local SGD also averages ``optimizer``'s state at epochs'
-    ends)."""
+               staleness=0, average_every=1, optimizer=None, mode="allreduce") -> GradientSync:
+    """Collective over comm with ``mode="async"`` (it builds the parameter store), else Local. The
+    gradient exchange the flags ask for (``--sync``, ``--grad-compress``, ``--overlap``,
+    ``--staleness``, ``--average-every``; local SGD and asynchronous training also average
+    ``optimizer``'s state at epochs' ends)."""
     kind, ratio = parse_compression(compress)
+    if mode == "async":
+        if overlap or kind != "none" or staleness or average_every > 1:
+            raise ValueError("--sync async reduces no gradient; it does not combine with --overlap, compression, "
+                             "--staleness or --average-every")
+        return AsyncSync(grads, comm, optimizer)
     if overlap and kind != "none":
         raise ValueError("--overlap reduces float32 buckets; it does not combine with compression")
     if average_every > 1:

@@ -74,12 +74,15 @@ def train_step(session: Session, batch, scale=1.0, first=True, last=True) -> Ste
     waiting_in("the gradient Allreduce")
     reduced = session.sync.finish()  # False: no gradient to apply yet (--staleness's first steps)
     t2 = time.perf_counter()
+    exchange_s = t2 - t1
     if reduced:
         session.optimizer.step()
-        session.sync.stepped()  # local SGD: every H steps the ranks average their parameters
+        t3 = time.perf_counter()
+        session.sync.stepped()  # local SGD: every H steps the ranks average; async: the change goes out
+        exchange_s += time.perf_counter() - t3
     if session.embed_optimizer is not None:
         session.embed_optimizer.step()  # collective: every rank takes the same number of steps
-    return StepResult(float(loss.detach()) * seen, correct, seen, (t1 - t0) + (time.perf_counter() - t2), t2 - t1)
+    return StepResult(float(loss.detach()) * seen, correct, seen, time.perf_counter() - t0 - exchange_s, exchange_s)
 
 
 def finish_queued(device):
@@ -132,10 +135,7 @@ def train_epoch(session: Session, epoch, show_progress=False) -> dict:
               "allreduce": allreduce_s, "wait": stats.wait_s}
     record = epoch_record(session.comm, epoch + 1, totals, epoch_time, phases, stats, steps=len(session.loader))
     record["grad_bytes_per_step"] = session.sync.bytes_per_step
-    if session.sync.staleness:
-        record["staleness"] = session.sync.staleness
-    if session.sync.average_every > 1:
-        record["average_every"] = session.sync.average_every
+    record.update(session.sync.observed())  # the exchange's own figures: staleness, lags
     if session.device.type == "cuda":
         record["gpu_memory_peak_MiB"] = session.comm.allreduce(cuda_memory_peak_mib(session.device), op=mpi().MAX)
     return record

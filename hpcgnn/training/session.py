@@ -176,7 +176,7 @@ def open_session(config: TrainConfig, comm, fold=None) -> Session:
         loss.weight = loss.weight.to(placement.device)
     sync = build_sync(grads, comm, config.optimizer.grad_compress, config.optimizer.overlap,
                       config.optimizer.bucket_mb, config.optimizer.staleness, config.optimizer.average_every,
-                      optimizer)
+                      optimizer, config.optimizer.sync)
     return Session(comm, graph, loader, model, grads, optimizer, embedding, embed_optimizer, config, facts, task,
                    loss, control, sync, dataset_identity(graph, comm),
                    dict(scaled, prefetch=prefetch, threads=threads, ranks=comm.size, device=str(placement.device),

@@ -38,7 +38,7 @@ def dataset(tmp_path_factory):
     subprocess.run([sys.executable, "-m", "hpcgnn.generate", "rmat", "--nodes", "3000", "--edges", "30000",
                     "--out", graph], check=True, cwd=ROOT, capture_output=True)
     data = {}
-    for parts in (3,):
+    for parts in (2, 3):
         data[parts] = str(base / f"d{parts}")
         subprocess.run([sys.executable, "-m", "hpcgnn.partition", graph, "--parts", str(parts), "--out", data[parts]],
                        check=True, cwd=ROOT, capture_output=True)
@@ -68,6 +68,49 @@ def test_a_stopped_rank_ends_the_job_naming_it(nranks, dataset, tmp_path):
     assert "rank 0" in lines[0] or "ranks 0" in lines[0], lines[0]
     assert time.monotonic() - t0 < 140
     assert json.loads(metrics.read_text().splitlines()[1])["epoch"] == 1
+
+
+MODES = {"allreduce": [], "staleness": ["--staleness", "2"], "local-sgd": ["--average-every", "4"],
+         "async": ["--sync", "async"]}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_rank_killed_mid_epoch_ends_the_job_in_every_exchange_mode(mode, dataset, tmp_path):
+    metrics = tmp_path / "m.jsonl"
+
+    def kill_a_rank_mid_epoch(proc):
+        deadline = time.monotonic() + 120
+        while not (metrics.exists() and len(metrics.read_text().splitlines()) > 1) and time.monotonic() < deadline:
+            time.sleep(0.1)  # the header and one epoch written: every rank is in the training loop
+        time.sleep(0.2)  # into the next epoch's steps
+        rank_process(proc, 1).send_signal(signal.SIGKILL)
+
+    t0 = time.monotonic()
+    code, out, err = run_job(2, ["-m", "hpcgnn.train", "--data", dataset[2], "--epochs", "100000", "--hidden", "8",
+                                 "--fanouts", "3,3", "--batch-size", "20", "--eval-every", "0", "--no-progress",
+                                 "--metrics-file", str(metrics), "--watchdog-s", "5", *MODES[mode]],
+                           timeout=150, on_start=kill_a_rank_mid_epoch)
+    assert code != 0, (out[-2000:], err[-2000:])
+    assert time.monotonic() - t0 < 140
+
+
+def test_a_stopped_rank_in_asynchronous_training_is_named_at_the_epochs_end(dataset, tmp_path):
+    # the other rank runs on through its steps (no barrier between them) and waits at the epoch's end
+    metrics = tmp_path / "m.jsonl"
+
+    def stop_a_rank_mid_training(proc):
+        deadline = time.monotonic() + 120
+        while not (metrics.exists() and len(metrics.read_text().splitlines()) > 1) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        rank_process(proc, 1).send_signal(signal.SIGSTOP)
+
+    code, out, err = run_job(2, ["-m", "hpcgnn.train", "--data", dataset[2], "--epochs", "100000", "--hidden", "8",
+                                 "--fanouts", "3,3", "--batch-size", "20", "--eval-every", "0", "--no-progress",
+                                 "--metrics-file", str(metrics), "--watchdog-s", "3", "--sync", "async"],
+                           timeout=150, on_start=stop_a_rank_mid_training)
+    assert code != 0
+    lines = [line for line in err.splitlines() if "watchdog:" in line]
+    assert len(lines) == 1 and "rank 1 did not answer" in lines[0], (out[-2000:], err[-3000:])
 
 
 STUCK = textwrap.dedent("""

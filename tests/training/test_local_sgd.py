@@ -7,16 +7,13 @@ import pytest
 import torch
 
 from hpcgnn.runtime.errors import InputError
+from hpcgnn.testing.reference import step_gradient
 from hpcgnn.training.config import parse_train_config
 from hpcgnn.training.gradsync import FlatGradients, GradientSync, LocalSync, build_sync
 
 LR = 0.1
 
 
-def gradient(rank, step, n):
-    """The gradient rank ``rank`` takes at ``step``: different on every rank and step, independent
-    of the parameters, so each rank's plain-SGD trajectory is a sum the test can form serially."""
-    return torch.from_numpy(np.random.default_rng(100 * step + rank).standard_normal(n).astype(np.float32))
 
 
 @pytest.mark.mpi(sizes=(2, 4))
@@ -33,12 +30,12 @@ def test_parameters_are_each_ranks_own_between_averagings_and_the_mean_at_them(n
     base = start.clone()
     local = {r: base.clone() for r in range(comm.size)}
     for step in range(7):
-        grads.buffer.copy_(gradient(comm.rank, step, n))
+        grads.buffer.copy_(torch.from_numpy(step_gradient(comm.rank, step, n)))
         assert sync.finish()  # the rank's own gradient, as it is
         optimizer.step()
         sync.stepped()
         for r in range(comm.size):
-            local[r] = local[r] - LR * gradient(r, step, n).double()
+            local[r] = local[r] - LR * torch.from_numpy(step_gradient(r, step, n)).double()
         if (step + 1) % 3 == 0:
             base = sum(local.values()) / comm.size
             local = {r: base.clone() for r in range(comm.size)}

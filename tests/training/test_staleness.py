@@ -7,20 +7,16 @@ import pytest
 import torch
 
 from hpcgnn.runtime.errors import InputError
+from hpcgnn.testing.reference import step_gradient
 from hpcgnn.training.config import parse_train_config
 from hpcgnn.training.gradsync import FlatGradients, GradientSync, StaleSync, build_sync
-
-
-def step_gradient(rank, step, n):
-    """The gradient rank ``rank`` computes at ``step``: different on every rank and step."""
-    return torch.from_numpy(np.random.default_rng(1000 * step + rank).standard_normal(n).astype(np.float32))
 
 
 def run_steps(sync, grads, comm, steps, first=0):
     """Collective over comm. Feed ``steps`` steps' gradients; each finish's (applied?, buffer)."""
     out = []
     for step in range(first, first + steps):
-        grads.buffer.copy_(step_gradient(comm.rank, step, grads.buffer.numel()))
+        grads.buffer.copy_(torch.from_numpy(step_gradient(comm.rank, step, grads.buffer.numel())))
         applied = sync.finish()
         out.append((applied, grads.buffer.clone()))
     return out
@@ -38,7 +34,8 @@ def test_each_step_applies_the_mean_gradient_of_the_step_s_before(nranks, comm):
         for step, (applied, buffer) in enumerate(results):
             assert applied == (step >= staleness)
             if applied:  # the serial reference: the ranks' gradients of step - S, summed in float64
-                want = sum(step_gradient(r, step - staleness, n).double() for r in range(comm.size)) / comm.size
+                want = torch.from_numpy(sum(step_gradient(r, step - staleness, n).astype(np.float64)
+                                            for r in range(comm.size)) / comm.size)
                 np.testing.assert_allclose(buffer.double().numpy(), want.numpy(), rtol=1e-6, atol=1e-6)
         sync.close()
 
