@@ -52,12 +52,20 @@ class BatchPlan:
     def __len__(self):
         return self.num_batches
 
+    def resize(self, batch_size):
+        """Local. This rank's seeds per batch from the next :meth:`batches` on; the batch count stays
+        (``--balance speed``: a rank cycles through its own seeds when it has too few)."""
+        if int(batch_size) <= 0:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        self.batch_size = int(batch_size)
+
     def batches(self, epoch) -> list[np.ndarray]:
         """Local. The seed ids of every batch of ``epoch`` on this rank (padded to the agreed count)."""
         rng = generator(self.seed, "batch_order", epoch, self.comm.rank)
         order = rng.permutation(self.seed_ids) if self.shuffle else self.seed_ids
         needed = self.num_batches * self.batch_size
-        padded = bool(order.shape[0]) and needed > order.shape[0] and not self.drop_last
+        # (with drop_last only a batch resized beyond the seeds' share needs padding)
+        padded = bool(order.shape[0]) and needed > order.shape[0]
         if padded:
             # pad by cycling through this rank's own seeds: every rank takes the same number of steps
             extra = rng.choice(order, needed - order.shape[0]) if self.num_batches > 1 else order[:0]

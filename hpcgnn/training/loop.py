@@ -135,6 +135,8 @@ def train_epoch(session: Session, epoch, show_progress=False) -> dict:
               "allreduce": allreduce_s, "wait": stats.wait_s}
     record = epoch_record(session.comm, epoch + 1, totals, epoch_time, phases, stats, steps=len(session.loader))
     record["grad_bytes_per_step"] = session.sync.bytes_per_step
+    if session.balancer is not None:  # the next epoch's batch sizes, from this one's speeds
+        record["batch_sizes"] = session.balancer.update(epoch_time - allreduce_s, int(totals[2]))
     record.update(session.sync.observed())  # the exchange's own figures: staleness, lags
     if session.device.type == "cuda":
         record["gpu_memory_peak_MiB"] = session.comm.allreduce(cuda_memory_peak_mib(session.device), op=mpi().MAX)

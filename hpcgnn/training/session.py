@@ -27,6 +27,7 @@ from hpcgnn.runtime.rng import derive_seed
 from hpcgnn.sampling import SamplerRun, sampler_spec
 from hpcgnn.store import DistEmbedding, DistTensor, SparseAdam, float_rows
 from hpcgnn.tasks import DatasetFacts, Task, task_named
+from hpcgnn.training.balance import StepBalancer
 from hpcgnn.training.checkpoint import dataset_identity
 from hpcgnn.training.config import TrainConfig
 from hpcgnn.training.control_variate import ControlVariate
@@ -59,6 +60,7 @@ class Session:
     decided: dict | None = None  # what the run decided at start: prefetch depth, threads, feature scaling
     placement: Placement | None = None  # where this rank computes (--device)
     stage: DeviceStage | None = None  # moves each batch to the device, a step ahead (the identity on the CPU)
+    balancer: StepBalancer | None = None  # --balance speed: resizes this rank's batches after each epoch
 
     @property
     def device(self) -> torch.device:
@@ -181,7 +183,8 @@ def open_session(config: TrainConfig, comm, fold=None) -> Session:
                    loss, control, sync, dataset_identity(graph, comm),
                    dict(scaled, prefetch=prefetch, threads=threads, ranks=comm.size, device=str(placement.device),
                         gpus_shared_by=placement.sharing),
-                   placement, staged(placement.device, loader))
+                   placement, staged(placement.device, loader),
+                   StepBalancer(getattr(loader, "plan", None), comm) if config.optimizer.balance == "speed" else None)
 
 
 def staged(device, loader) -> DeviceStage:
