@@ -54,7 +54,7 @@ class BatchPlan:
 
     def resize(self, batch_size):
         """Local. This rank's seeds per batch from the next :meth:`batches` on; the batch count stays
-        (``--balance speed``: a rank cycles through its own seeds when it has too few)."""
+        (``--step-balance speed``: a rank cycles through its own seeds when it has too few)."""
         if int(batch_size) <= 0:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         self.batch_size = int(batch_size)

@@ -1,4 +1,4 @@
-"""Work-balanced steps (``--balance speed``): each rank's batch size follows its measured speed,
+"""Work-balanced steps (``--step-balance speed``): each rank's batch size follows its measured speed,
 with the same step count on every rank.
 
 Synchronous training waits at every step for the slowest rank. A rank that shares its core with
@@ -46,7 +46,7 @@ class StepBalancer:
     def __init__(self, plan, comm):
         if not hasattr(plan, "resize"):
             raise InputError(None, "sizes batches of seeds, and this run's loader has no seed batches",
-                             "--balance", "speed")
+                             "--step-balance", "speed")
         self.plan, self.comm = plan, comm
         self.total = plan.batch_size * comm.size
 

@@ -50,7 +50,7 @@ WATCHDOG_S = Domain(float, gt=0, le=MAX_SECONDS, special={0: "never"})
 #: hpcgnn.graph.feature_scale.FEATURE_SCALES
 FEATURE_SCALES = ("auto", "standard", "row", "none")
 SYNC_MODES = ("allreduce", "async")
-BALANCES = ("none", "speed")
+STEP_BALANCES = ("none", "speed")
 COMPRESSIONS = ("none", "bf16", "topk:R")
 #: modules imported before the flags are read, so that what they register has its flags
 PLUGIN_ENTRY_POINTS = "hpcgnn.plugins"
@@ -111,11 +111,11 @@ class OptimizerConfig:
                             "other ranks back only once that slack is spent; a run's first S steps take no optimizer "
                             "step (hpcgnn.training.gradsync; 0: every step applies its own mean gradient)",
                             type=Domain(int, ge=0, le=MAX_COUNT), metavar="S")
-    balance: str = option("none", "speed: after each epoch every rank's batch size becomes proportional to its "
+    step_balance: str = option("none", "speed: after each epoch every rank's batch size becomes proportional to its "
                           "measured speed (seeds per second of its epoch less the gradient exchange), together ranks "
                           "x --batch-size, with the same step count everywhere, so a slow rank no longer holds the "
                           "others' steps back (hpcgnn.training.balance; sizes follow the machine's timing: not "
-                          "reproducible from the seed)", choices=BALANCES)
+                          "reproducible from the seed)", choices=STEP_BALANCES)
     sync: str = option("allreduce", "how the ranks combine their steps: allreduce: every step applies the mean "
                        "gradient over the ranks (as --staleness and --average-every modify it); async: the "
                        "parameters live in an MPI window sharded over the ranks, and each rank reads them, steps "

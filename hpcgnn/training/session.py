@@ -60,7 +60,7 @@ class Session:
     decided: dict | None = None  # what the run decided at start: prefetch depth, threads, feature scaling
     placement: Placement | None = None  # where this rank computes (--device)
     stage: DeviceStage | None = None  # moves each batch to the device, a step ahead (the identity on the CPU)
-    balancer: StepBalancer | None = None  # --balance speed: resizes this rank's batches after each epoch
+    balancer: StepBalancer | None = None  # --step-balance speed: resizes this rank's batches after each epoch
 
     @property
     def device(self) -> torch.device:
@@ -176,6 +176,7 @@ def open_session(config: TrainConfig, comm, fold=None) -> Session:
     loss = task.build_loss(model, graph, config, facts)
     if getattr(loss, "weight", None) is not None:  # class weights, indexed by the labels on the device
         loss.weight = loss.weight.to(placement.device)
+    balancer = StepBalancer(getattr(loader, "plan", None), comm) if config.optimizer.step_balance == "speed" else None
     sync = build_sync(grads, comm, config.optimizer.grad_compress, config.optimizer.overlap,
                       config.optimizer.bucket_mb, config.optimizer.staleness, config.optimizer.average_every,
                       optimizer, config.optimizer.sync)
@@ -184,7 +185,7 @@ def open_session(config: TrainConfig, comm, fold=None) -> Session:
                    dict(scaled, prefetch=prefetch, threads=threads, ranks=comm.size, device=str(placement.device),
                         gpus_shared_by=placement.sharing),
                    placement, staged(placement.device, loader),
-                   StepBalancer(getattr(loader, "plan", None), comm) if config.optimizer.balance == "speed" else None)
+                   balancer)
 
 
 def staged(device, loader) -> DeviceStage:

@@ -1,4 +1,4 @@
-"""Work-balanced steps (--balance speed): batch sizes follow the ranks' measured speeds within a
+"""Work-balanced steps (--step-balance speed): batch sizes follow the ranks' measured speeds within a
 factor of 2 per epoch, the step count never changes, a resized plan still yields unique seeds of
 the rank's own, and a balanced run learns and records its sizes."""
 import numpy as np
@@ -59,7 +59,7 @@ def test_a_balanced_run_learns_with_equal_steps_and_records_its_sizes(nranks, co
 
     path, _ = make_dataset(comm, shared_tmp, nranks, name="balance", num_nodes=300, avg_degree=6, p_inside=0.9)
     base = ["--data", path, "--fanouts", "4,4", "--batch-size", "10", "--hidden", "16", "--no-progress",
-            "--prefetch", "0", "--lr", "0.02", "--balance", "speed"]
+            "--prefetch", "0", "--lr", "0.02", "--step-balance", "speed"]
     _, history = run(parse_train_config([*base, "--epochs", "3", "--eval-every", "0"]), comm)
     assert len({r["steps"] for r in history}) == 1
     for record in history:
