@@ -13,10 +13,13 @@ when read.
 
 The lag of an update to a shard is the number of updates other ranks added to that shard
 between this rank's read and its add: the parameters its gradient was computed from were that
-many updates old. :meth:`ParamStore.add` scales each shard's update by ``1 / (1 + lag)``
-(staleness-aware learning rates, Zhang et al., IJCAI 2016): with P ranks stepping in turn the lag
-is about P - 1, so P updates of a round add up to one synchronous step's size, and a slow rank's
-old gradients count for less.
+many updates old. :meth:`ParamStore.add` scales each shard's update by ``min(1, P / (1 + lag))``
+(staleness-aware learning rates, after Zhang et al., IJCAI 2016, relative to the lag P ranks
+stepping in turn make): an update no staler than that counts fully, and a slow rank's older ones
+count less, in proportion. Scaling every update by ``1 / (1 + lag)`` (their rule as it stands)
+makes a round of P updates one synchronous step's size; with each rank's own Adam step that
+learned markedly slower per epoch than synchronous training (the stragglers benchmark), since
+Adam already sizes each step to about the learning rate.
 
 Both windows hold one passive-target epoch (``Lock_all``) for their lifetime. Across machines an
 MPI that emulates RMA over TCP completes an access when the owner enters MPI: the training run's
@@ -34,6 +37,12 @@ def shard_bounds(count, ranks) -> np.ndarray:
     """Local. ``ranks + 1`` offsets cutting ``count`` entries into contiguous shards whose sizes
     differ by at most one."""
     return np.array([count * r // ranks for r in range(ranks + 1)], dtype=np.int64)
+
+
+def lag_scale(lag, ranks) -> float:
+    """Local. The weight of an update ``lag`` updates old among ``ranks`` ranks: 1 up to the lag of
+    ranks stepping in turn (``ranks - 1``), then ``ranks / (1 + lag)``."""
+    return min(1.0, ranks / (1.0 + lag))
 
 
 class ParamStore(CollectiveResource):
@@ -86,9 +95,10 @@ class ParamStore(CollectiveResource):
         return versions
 
     def add(self, update, read_versions) -> np.ndarray:
-        """Local. Add ``update`` to the vector, each shard's part scaled by ``1 / (1 + lag)``, where
-        ``lag`` is the number of updates the shard received since ``read_versions`` (from
-        :meth:`read`); returns the lags. The update is complete at every owner on return."""
+        """Local. Add ``update`` to the vector, each shard's part scaled by ``min(1, P / (1 + lag))``
+        (P ranks), where ``lag`` is the number of updates the shard received since
+        ``read_versions`` (from :meth:`read`); returns the lags. The update is complete at every
+        owner on return."""
         MPI = mpi()
         update = np.ascontiguousarray(update, dtype=np.float32).reshape(-1)
         before = np.zeros(self.comm.size, dtype=np.int64)
@@ -100,7 +110,7 @@ class ParamStore(CollectiveResource):
         lags = np.maximum(before - read_versions, 0)
         for owner in owners:
             lo, hi = int(self.bounds[owner]), int(self.bounds[owner + 1])
-            np.multiply(update[lo:hi], np.float32(1.0 / (1.0 + lags[owner])), out=self._scaled[lo:hi])
+            np.multiply(update[lo:hi], np.float32(lag_scale(lags[owner], self.comm.size)), out=self._scaled[lo:hi])
             self.win.Accumulate([self._scaled[lo:hi], MPI.FLOAT], owner, [0, hi - lo, MPI.FLOAT], MPI.SUM)
         self.win.Flush_all()
         self._count(4)

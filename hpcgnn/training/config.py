@@ -119,9 +119,10 @@ class OptimizerConfig:
     sync: str = option("allreduce", "how the ranks combine their steps: allreduce: every step applies the mean "
                        "gradient over the ranks (as --staleness and --average-every modify it); async: the "
                        "parameters live in an MPI window sharded over the ranks, and each rank reads them, steps "
-                       "on its own gradient and adds the change, scaled by one over one plus the updates each "
-                       "shard received meanwhile, with no wait for the other ranks until the epoch's end "
-                       "(hpcgnn.training.gradsync; not reproducible on more than one rank)",
+                       "on its own gradient and adds the change, scaled down when more updates reached a shard "
+                       "meanwhile than the ranks stepping in turn make (min(1, P / (1 + lag))), with no wait "
+                       "for the other ranks until the epoch's end (hpcgnn.training.gradsync; not reproducible "
+                       "on more than one rank)",
                        choices=SYNC_MODES)
     average_every: int = option(1, "local SGD: each rank steps on its own gradient without communication, and every "
                                 "H optimizer steps the ranks average their parameters, and at each epoch's end "

@@ -36,8 +36,9 @@ a :class:`GradientSync` turns each rank's buffer into the mean over the ranks:
     Asynchronous training over RMA: the parameters live in a window sharded over the ranks
     (:class:`~hpcgnn.store.param_store.ParamStore`). Each step a rank reads them all one-sidedly,
     computes its gradient from them, takes its own optimizer step (its own Adam moments) and adds
-    the change that step made to the shared parameters, each shard's part scaled by one over one
-    plus the updates the shard received meanwhile (staleness-aware learning rates). No rank
+    the change that step made to the shared parameters, each shard's part scaled down when the
+    shard received more updates meanwhile than ranks stepping in turn make (staleness-aware
+    learning rates, :func:`~hpcgnn.store.param_store.lag_scale`). No rank
     waits for another between steps; at an epoch's end the ranks meet, read the same parameters
     and average their optimizer state, so evaluation and checkpoints see one model.
 

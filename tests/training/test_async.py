@@ -1,5 +1,5 @@
 """Asynchronous training over RMA (--sync async): each rank's optimizer step reaches the shared
-parameters scaled by one over one plus its lag (a serial reference of a round of steps), the
+parameters scaled by its lag (a serial reference of a round of steps), the
 ranks hold one model and optimizer state after an epoch's end, one rank is synchronous training
 up to rounding and resumes bit-exact, several ranks learn, and the metrics record the lags."""
 import numpy as np
@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from hpcgnn.runtime.errors import InputError
+from hpcgnn.store.param_store import lag_scale
 from hpcgnn.testing.reference import step_gradient
 from hpcgnn.training.config import parse_train_config
 from hpcgnn.training.gradsync import AsyncSync, FlatGradients, build_sync, flat_parameters
@@ -37,7 +38,7 @@ def test_each_ranks_change_lands_scaled_by_its_lag_and_the_epoch_end_is_one_mode
         change = (flat_parameters(grads.params) - before).double()
         sync.stepped()
         lags = sync.lags[-(len(bounds) - 1):]  # this step's lag on each shard
-        scaled = torch.cat([change[bounds[s]:bounds[s + 1]] / (1 + lag) for s, lag in enumerate(lags)])
+        scaled = torch.cat([change[bounds[s]:bounds[s + 1]] * lag_scale(lag, nranks) for s, lag in enumerate(lags)])
         every = comm.allgather(scaled.numpy())
         assert sorted(comm.allgather(lags[0])) == list(range(nranks))  # each lag 0 .. P-1 once per shard
         shared += torch.from_numpy(np.sum(every, axis=0))
