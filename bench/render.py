@@ -54,6 +54,7 @@ SECTIONS = {
     "gpu": "Training on a GPU",
     "gpu_profile": "One rank's GPU steps, profiled",
     "torch_kernels": "Torch kernels beside the compiled ones",
+    "straggler": "Stragglers",
 }
 #: the fields every record must have
 REQUIRED = ("command", "commit", "date", "machine")

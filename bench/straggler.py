@@ -90,6 +90,7 @@ def summary(epochs, target=None) -> dict:
     best = int(np.argmax(val))
     row = {"epochs": len(epochs), "epoch_s": float(np.median([r["epoch_time_s"] for r in epochs])),
            "train_s": float(wall[-1]), "best_val_acc": 100 * float(val[best]),
+           "efficiency": float(np.median([r["efficiency"] for r in epochs])),
            "test_acc_at_best_val": 100 * float(epochs[best]["test_acc"]),
            "lag_mean": float(np.mean([r["lag_mean"] for r in epochs])) if "lag_mean" in epochs[0] else None}
     if target is not None:
@@ -151,14 +152,16 @@ def with_straggler(graph, args):
 def without_straggler(graph, ranks, args):
     parts = parts_for(graph, ranks)
     print(f"\n## {graph} graph, {ranks} ranks, no straggler\n"
-          "| mode | epoch s | ratio to sync | best val % | test % at best val |\n|---|---|---|---|---|", flush=True)
+          "| mode | epoch s | ratio to sync | efficiency | best val % | test % at best val |\n"
+          "|---|---|---|---|---|---|", flush=True)
     rows = []
     for i, mode in enumerate(args.modes):
         row, _, _ = summary(train(parts, ranks, mode, args.epochs, args.seed, False, f"{graph}_free{ranks}_{i}"))
         row.update(scenario="free", graph=graph, ranks=ranks, mode=mode)
         row["ratio_to_sync"] = row["epoch_s"] / rows[0]["epoch_s"] if rows else 1.0
         rows.append(row)
-        print(f"| {mode} | {row['epoch_s']:.2f} | {row['ratio_to_sync']:.3f} | {row['best_val_acc']:.1f} | "
+        print(f"| {mode} | {row['epoch_s']:.2f} | {row['ratio_to_sync']:.3f} | {row['efficiency']:.2f} | "
+              f"{row['best_val_acc']:.1f} | "
               f"{row['test_acc_at_best_val']:.1f} |", flush=True)
     return rows
 
@@ -190,7 +193,7 @@ def main():
     common.record(rows, title="Stragglers: time to the synchronous run's best validation accuracy - 0.5 point "
                   "with rank 1 sharing its core, and epoch time without a straggler, per gradient-exchange mode",
                   columns=["scenario", "graph", "ranks", "mode", "epoch_s", "to_target_s", "ratio_to_sync",
-                           "best_val_acc", "test_acc_at_best_val", "lag_mean"],
+                           "efficiency", "best_val_acc", "test_acc_at_best_val", "lag_mean"],
                   recipe=MODEL, epochs=args.epochs, seed=args.seed)
 
 

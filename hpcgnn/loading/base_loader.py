@@ -12,6 +12,10 @@ import time
 
 from hpcgnn.loading.prefetch import LoaderStats, iterate
 
+#: the epoch numbers of the batches a rank trains while it waits for the others (asynchronous
+#: training): far beyond any run's epochs, so their orders and samples are streams of their own
+EXTRA_EPOCH_BASE = 1 << 40
+
 
 class PlannedLoader:
     """Local. The iteration, timing and statistics of a loader over a :class:`~.batch_plan.BatchPlan`.
@@ -71,6 +75,12 @@ class PlannedLoader:
 
     def close(self):
         """Collective over the graph's comm. Free what the loader holds (nothing here)."""
+
+    def extra(self, epoch):
+        """Local. An iterator (with ``close()``) over batches beyond ``epoch``'s own, sampled in the
+        caller's thread: a new order of this rank's seeds, for a rank that trains on while the
+        other ranks finish the epoch (``--sync async``). The loader's epoch counter stays."""
+        return iterate(lambda job: self.load(*job), self.jobs(EXTRA_EPOCH_BASE + epoch), 0, self.stats)
 
     def __iter__(self):
         epoch = self.epoch

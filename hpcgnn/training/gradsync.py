@@ -39,7 +39,8 @@ a :class:`GradientSync` turns each rank's buffer into the mean over the ranks:
     the change that step made to the shared parameters, each shard's part scaled down when the
     shard received more updates meanwhile than ranks stepping in turn make (staleness-aware
     learning rates, :func:`~hpcgnn.store.param_store.lag_scale`). No rank
-    waits for another between steps; at an epoch's end the ranks meet, read the same parameters
+    waits for another between steps, and one that ends its epoch first trains on until the others
+    arrive (:func:`hpcgnn.training.loop.step_until_all_done`); at an epoch's end the ranks meet, read the same parameters
     and average their optimizer state, so evaluation and checkpoints see one model.
 
 Both compressions keep error feedback: what a rank did not send this step (the rounding error, or
@@ -142,6 +143,7 @@ class GradientSync:
         self.bytes_per_step = allreduce_bytes(grads.buffer.numel(), 4, comm.size)
         self.residual = None  # the compressions' error feedback: what was not sent yet
         self.staleness = 0  # steps between a gradient's computation and its application
+        self.steps_alone = False  # steps involve no other rank: a rank trains on while others finish
         self.average_every = 1  # optimizer steps between two averagings of the parameters (local SGD)
 
     def arm(self, last):
@@ -501,6 +503,7 @@ class AsyncSync(GradientSync):
         self.store = ParamStore(comm, self.read_values.numpy())
         self.versions = np.zeros(comm.size, dtype=np.int64)  # the shards' versions as last read
         self.change = torch.empty_like(self.read_values)
+        self.steps_alone = True
         n = self.read_values.numel()
         self.bytes_per_step = 2 * (n - n // comm.size) * 4 if comm.size > 1 else 0  # read + add, others' shards
         self.lags = []

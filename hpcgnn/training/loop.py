@@ -127,6 +127,12 @@ def train_epoch(session: Session, epoch, show_progress=False) -> dict:
         totals += (step.loss_sum, step.correct, step.seen)
         compute_s += step.compute_s
         allreduce_s += step.allreduce_s
+    extra_steps = 0
+    if session.sync.steps_alone:  # async: train on, not idle, until every rank has ended its epoch
+        extra_steps, extra = step_until_all_done(session, epoch)
+        totals += extra[:3]
+        compute_s += extra[3]
+        allreduce_s += extra[4]
     session.sync.settle()  # one model on every rank before evaluation and checkpoints
     average_buffers(session.model, session.comm)
     epoch_time = time.perf_counter() - t_epoch
@@ -135,12 +141,45 @@ def train_epoch(session: Session, epoch, show_progress=False) -> dict:
               "allreduce": allreduce_s, "wait": stats.wait_s}
     record = epoch_record(session.comm, epoch + 1, totals, epoch_time, phases, stats, steps=len(session.loader))
     record["grad_bytes_per_step"] = session.sync.bytes_per_step
+    if session.sync.steps_alone:
+        record["extra_steps"] = session.comm.allgather(extra_steps)
     if session.balancer is not None:  # the next epoch's batch sizes, from this one's speeds
         record["batch_sizes"] = session.balancer.update(epoch_time - allreduce_s, int(totals[2]))
     record.update(session.sync.observed())  # the exchange's own figures: staleness, lags
     if session.device.type == "cuda":
         record["gpu_memory_peak_MiB"] = session.comm.allreduce(cuda_memory_peak_mib(session.device), op=mpi().MAX)
     return record
+
+
+def step_until_all_done(session: Session, epoch) -> tuple[int, np.ndarray]:
+    """Collective over session.comm (a non-blocking barrier). Train on batches beyond the epoch's
+    own until every rank has reached the barrier, checking it between steps; returns the steps
+    taken and their sums ``[loss, correct, seen, compute s, exchange s]``.
+
+    Asynchronous training has no collective per step, so equal step counts are not what keeps
+    it from hanging: the barrier is, and a rank that finished its epoch first would otherwise
+    idle there. The barrier completes once the slowest rank arrives; a faster one notices after
+    its current step."""
+    everyone = session.comm.Ibarrier()
+    sums, steps = np.zeros(5), 0
+    batches = session.loader.extra(epoch)
+    staged_s = session.stage.copy_s  # staging these batches starts its count anew: keep the epoch's
+    try:
+        staged = iter(session.stage(batches))
+        while not everyone.Test():
+            batch = next(staged, None)
+            if batch is None:  # a whole extra pass: wait
+                break
+            beat(f"epoch {epoch + 1} extra step {steps + 1} (waiting for the other ranks)")
+            step = train_step(session, batch)
+            sums += (step.loss_sum, step.correct, step.seen, step.compute_s, step.allreduce_s)
+            steps += 1
+    finally:
+        batches.close()
+        session.stage.copy_s += staged_s
+    waiting_in("the epoch's end")
+    everyone.Wait()
+    return steps, sums
 
 
 def reset_memory_peak(device):

@@ -73,7 +73,7 @@ def test_one_rank_is_synchronous_up_to_rounding_and_resumes_bit_exact(nranks, co
             "--prefetch", "0", "--lr", "0.02"]
     _, synchronous = run(parse_train_config([*base, "--epochs", "2"]), comm)
     _, alone = run(parse_train_config([*base, "--epochs", "2", "--sync", "async"]), comm)
-    assert alone[0]["sync"] == "async" and alone[0]["lag_max"] == 0
+    assert alone[0]["sync"] == "async" and alone[0]["lag_max"] == 0 and alone[0]["extra_steps"] == [0]
     np.testing.assert_allclose([r["loss"] for r in alone], [r["loss"] for r in synchronous], rtol=1e-4)
 
     def flags(epochs, directory, *extra):
@@ -98,3 +98,26 @@ def test_several_ranks_learn_with_equal_steps_and_record_their_lags(nranks, comm
     assert history[-1]["test_acc"] > 0.5, history[-1]
     assert all(r["sync"] == "async" and 0 <= r["lag_mean"] <= r["lag_max"] for r in history)
     assert max(r["lag_max"] for r in history) >= 1  # the other ranks' updates did arrive between steps
+    assert all(len(r["extra_steps"]) == nranks and min(r["extra_steps"]) >= 0 for r in history)
+
+
+@pytest.mark.mpi(sizes=(2,))
+def test_a_rank_that_ends_its_epoch_first_trains_on_until_the_slow_one_arrives(nranks, comm, shared_tmp,
+                                                                                 monkeypatch):
+    import time
+
+    from hpcgnn.testing.datasets import make_dataset
+    from hpcgnn.training import loop
+
+    path, _ = make_dataset(comm, shared_tmp, nranks, name="async_slow", num_nodes=300, avg_degree=6,
+                           p_inside=0.9)
+    if comm.rank == 1:  # a straggler: every step 50 ms longer
+        step = loop.train_step
+        monkeypatch.setattr(loop, "train_step", lambda *a, **k: (time.sleep(0.05), step(*a, **k))[1])
+    args = parse_train_config(["--data", path, "--fanouts", "4,4", "--batch-size", "10", "--hidden", "16",
+                               "--no-progress", "--prefetch", "0", "--epochs", "3", "--eval-every", "0",
+                               "--sync", "async"])
+    _, history = loop.run(args, comm)
+    for record in history:
+        fast, slow = record["extra_steps"]
+        assert fast >= 1 and slow == 0, record["extra_steps"]
