@@ -172,8 +172,8 @@ class GradientSync:
         ranks hold one model afterwards (local SGD averages what its last steps left apart)."""
 
     def observed(self) -> dict:
-        """Local (after :meth:`settle`). What the epoch's record adds about the scheme (none for a
-        plain reduction)."""
+        """Collective over comm (after :meth:`settle`; a scheme may reduce its figures over the
+        ranks). What the epoch's record adds about the scheme (none for a plain reduction)."""
         return {}
 
     def state(self):
