@@ -110,7 +110,7 @@ def plot(curves, target, path, title):
         ax.plot(wall, val, marker="o", markersize=3, linewidth=1.2, label=mode)
     ax.axhline(target, color="black", linewidth=0.6, linestyle=":")
     ax.set_xlabel("training time, s (evaluation excluded)")
-    ax.set_ylabel("validation accuracy, %")
+    ax.set_ylabel("validation accuracy, % (dotted: the target)")
     ax.set_ylim(bottom=max(0.0, target - 15))
     ax.set_title(title)
     ax.grid(alpha=0.3)
@@ -145,7 +145,7 @@ def with_straggler(graph, args):
               f"{row['best_val_acc']:.1f} | {row['test_acc_at_best_val']:.1f} | "
               f"{'' if row['lag_mean'] is None else round(row['lag_mean'], 2)} |", flush=True)
     plot(curves, target, os.path.join(common.ROOT, "docs", "figures", f"straggler_{graph}.png"),
-         f"{graph} RMAT graph, 2 ranks, one sharing its core: validation accuracy against training time")
+         f"{graph} RMAT graph, 2 ranks, rank 1 sharing its core")
     return rows
 
 

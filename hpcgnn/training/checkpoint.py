@@ -552,4 +552,5 @@ def resume_session(session, directory):
     except (RuntimeError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
         error = InputError(path, f"malformed random state of rank {comm.rank} ({type(exc).__name__})")
     fail_together(comm, error, directory)
+    session.sync.resumed()  # collective: only once every rank has loaded its state
     return state["epoch"], state["history"]

@@ -40,8 +40,9 @@ a :class:`GradientSync` turns each rank's buffer into the mean over the ranks:
     shard received more updates meanwhile than ranks stepping in turn make (staleness-aware
     learning rates, :func:`~hpcgnn.store.param_store.lag_scale`). No rank
     waits for another between steps, and one that ends its epoch first trains on until the others
-    arrive (:func:`hpcgnn.training.loop.step_until_all_done`); at an epoch's end the ranks meet, read the same parameters
-    and average their optimizer state, so evaluation and checkpoints see one model.
+    arrive (:func:`hpcgnn.training.loop.step_until_all_done`); at an epoch's end the ranks meet,
+    read the same parameters and average their optimizer state, so evaluation and checkpoints
+    see one model.
 
 Both compressions keep error feedback: what a rank did not send this step (the rounding error, or
 the entries left out) is added to its next step's gradient, so over the steps every gradient is
@@ -187,6 +188,10 @@ class GradientSync:
                 self.residual.zero_()
             else:
                 self.residual.copy_(torch.as_tensor(state, dtype=torch.float32).reshape(self.residual.shape))
+
+    def resumed(self):
+        """Collective over comm. Called once every rank has loaded a checkpoint (after
+        :meth:`load_state`, which is local): asynchronous training shares the loaded parameters."""
 
     def close(self):
         """Local. Release what the scheme holds (MPI operations, hooks)."""
@@ -532,7 +537,7 @@ class AsyncSync(GradientSync):
         worst = self.comm.allreduce(max(lags, default=0), op=mpi().MAX)
         return {"sync": "async", "lag_mean": float(total[0] / max(total[1], 1)), "lag_max": int(worst)}
 
-    def load_state(self, state):
+    def resumed(self):
         """Collective over comm. A resumed run's loaded parameters (the same on every rank) become
         the shared ones."""
         self.read_values = flat_parameters(self.grads.params)
