@@ -347,6 +347,8 @@ def partition_graph(graph: Graph | None, out_dir, num_parts: int, method="metis"
         plan = comm.bcast(plan, root=0)
     tmp_dir, node_starts, edge_starts, version = plan
     track_temporary(tmp_dir)  # whichever rank ends the job (a signal, a failure) removes it
+    if comm is not None:  # no part file is written before every rank tracks the directory
+        comm.Barrier()
 
     try:
         meta = _write_dataset(graph, csc, relabel, info, tmp_dir, num_parts, node_starts,

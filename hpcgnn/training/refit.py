@@ -57,9 +57,10 @@ def mean_curve(histories, key) -> list:
     return [[epoch, float(np.mean(values))] for epoch, values in fold_values(histories, key).items()]
 
 
-def choose_epochs(histories, key) -> tuple[int, list, list]:
+def choose_epochs(histories, key) -> tuple[int, list, list, float]:
     """Local. The epoch count chosen from the folds' ``histories`` by ``key`` (lowest for the loss,
-    else highest), the mean curve of ``key`` and that of the validation loss.
+    else highest), the mean curve of ``key``, that of the validation loss, and the standard error
+    that admitted the counts the choice was made among.
 
     The counts whose mean value is within one standard error of the best mean (the spread of the
     folds' values at the best count, over the square root of the fold count) are the ones the
@@ -83,7 +84,7 @@ def choose_epochs(histories, key) -> tuple[int, list, list]:
     loss_curve = []
     if key != LOSS_KEY and all(any(r.get(LOSS_KEY) is not None for r in h) for h in histories):
         loss_curve = mean_curve(histories, LOSS_KEY)
-    return int(chosen), curve, loss_curve
+    return int(chosen), curve, loss_curve, error
 
 
 def refit_line(refit) -> str:
@@ -106,13 +107,14 @@ def run_refit(config, comm, train):
     for fold in range(folds):
         _, history, key = train(fold_config(config), comm, fold=fold)
         histories.append(history)
-        best, value, _ = choose_epochs([history], key)
+        best, value, _, _ = choose_epochs([history], key)
         fold_best.append(best)
         if comm.rank == 0:
             print(f"fold {fold + 1}/{folds}: best {key} {dict(value)[best]:.4f} at epoch {best}", flush=True)
-    epochs, curve, loss_curve = choose_epochs(histories, key)
+    epochs, curve, loss_curve, error = choose_epochs(histories, key)
     summary = {"folds": folds, "selected_by": key, "rule": RULE, "epochs": epochs, "mean_curve": curve,
-               "mean_loss_curve": loss_curve, "fold_best_epochs": fold_best, f"mean_{key}": dict(curve)[epochs]}
+               "mean_loss_curve": loss_curve, "standard_error": error, "fold_best_epochs": fold_best,
+               f"mean_{key}": dict(curve)[epochs]}
     last = replace(config, optimizer=replace(config.optimizer, epochs=epochs))
     model, history, _ = train(last, comm, fold=None, refit=summary)
     return model, history

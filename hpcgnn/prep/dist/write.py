@@ -122,6 +122,7 @@ def write_spread(comm, graph: SpreadGraph, part, num_parts, out_dir, partitioner
     version = ondisk.TYPED_VERSION if typed else ondisk.FORMAT_VERSION
     # every rank tracks it: whichever rank ends the job (a signal, a failure) removes it
     tmp_dir = track_temporary(comm.bcast(make_temp_dir(out_dir) if comm.rank == 0 else None, root=0))
+    comm.Barrier()  # no part file is written before every rank tracks the directory
     try:
         written = []
         for part_id in range(comm.rank, num_parts, comm.size):
