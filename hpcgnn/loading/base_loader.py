@@ -10,11 +10,23 @@ from __future__ import annotations
 
 import time
 
+from hpcgnn.loading.batch_plan import EXTRA_EPOCH_BASE
 from hpcgnn.loading.prefetch import LoaderStats, iterate
 
-#: the epoch numbers of the batches a rank trains while it waits for the others (asynchronous
-#: training): far beyond any run's epochs, so their orders and samples are streams of their own
-EXTRA_EPOCH_BASE = 1 << 40
+
+class EpochJobs:
+    """Local. One epoch's jobs, a sized iterable: job ``i`` is ``make(i, seeds)`` of the plan's batch
+    ``i``, made only when taken, since a batch's size may change while the epoch runs
+    (:class:`~.batch_plan.EpochBatches`)."""
+
+    def __init__(self, batches, make):
+        self.batches, self.make = batches, make
+
+    def __len__(self):
+        return len(self.batches)
+
+    def __iter__(self):
+        return (self.make(index, seeds) for index, seeds in enumerate(self.batches))
 
 
 class PlannedLoader:
@@ -36,6 +48,10 @@ class PlannedLoader:
         The epoch the next ``iter(loader)`` runs (set it to resume).
     """
 
+    #: whether another rank can train this loader's seeds (``--step-balance``; see
+    #: :class:`~.batch_plan.EpochBatches`): an edge is looked up only on the rank that stores it
+    lends_seeds = False
+
     def __init__(self, graph, plan, fetch, prefetch):
         self.graph, self.plan, self.fetch = graph, plan, fetch
         self.prefetch = int(prefetch)
@@ -49,7 +65,7 @@ class PlannedLoader:
     def __len__(self):
         return self.plan.num_batches
 
-    def jobs(self, epoch) -> list:
+    def jobs(self, epoch) -> EpochJobs:
         """Local. The argument tuples of :meth:`sample`, one per batch of ``epoch``, in order."""
         raise NotImplementedError
 

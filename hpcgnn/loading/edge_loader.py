@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from hpcgnn.loading.base_loader import PlannedLoader
+from hpcgnn.loading.base_loader import EpochJobs, PlannedLoader
 from hpcgnn.loading.batch_plan import BatchPlan
 from hpcgnn.loading.fetch import FieldFetch
 from hpcgnn.runtime.rng import derive_seed
@@ -65,8 +65,8 @@ class EdgeDataLoader(PlannedLoader):
     def jobs(self, epoch):
         """Local. ``(eids, batch_seed, negative_seed)`` of every batch of ``epoch``."""
         negative_seed = derive_seed(self.seed, "negatives", epoch)
-        return [(eids, self.plan.batch_seed(epoch, i), negative_seed)
-                for i, eids in enumerate(self.plan.batches(epoch))]
+        return EpochJobs(self.plan.batches(epoch),
+                         lambda i, eids: (eids, self.plan.batch_seed(epoch, i), negative_seed))
 
     def sample(self, eids, batch_seed, negative_seed):
         """Local. One batch of positive edges: negatives, and blocks of every endpoint (positives excluded)."""

@@ -6,7 +6,7 @@ other nodes' feature rows.
 """
 from __future__ import annotations
 
-from hpcgnn.loading.base_loader import PlannedLoader
+from hpcgnn.loading.base_loader import EpochJobs, PlannedLoader
 from hpcgnn.loading.batch_plan import BatchPlan
 from hpcgnn.loading.cache import RemoteRowCache, hot_remote_rows
 from hpcgnn.loading.fetch import FieldFetch
@@ -50,6 +50,9 @@ class NodeDataLoader(PlannedLoader):
         The epoch the next ``iter(loader)`` runs (set it to resume).
     """
 
+    #: a node's blocks can be sampled on any rank, so a faster rank can train a slower one's seeds
+    lends_seeds = True
+
     def __init__(self, graph, seed_gids, sampler, batch_size, shuffle=True, drop_last=False, prefetch=2,
                  feature="feat", label="label", seed=0, cache_bytes=0, max_batches=0, fetch=None):
         plan = BatchPlan(seed_gids, batch_size, graph.comm, shuffle, drop_last, seed, max_batches)
@@ -62,9 +65,12 @@ class NodeDataLoader(PlannedLoader):
         super().__init__(graph, plan, fetch or FieldFetch(graph, feature, label, self.cache), prefetch)
 
     def jobs(self, epoch):
-        """Local. ``(seeds, batch_seed)`` of every batch of ``epoch``."""
-        return [(seeds, self.plan.batch_seed(epoch, i)) for i, seeds in enumerate(self.plan.batches(epoch))]
+        """Local. ``(seeds, batch_seed, loss_weight)`` of every batch of ``epoch``."""
+        batches = self.plan.batches(epoch)
+        return EpochJobs(batches, lambda i, seeds: (seeds, self.plan.batch_seed(epoch, i), batches.weight(i)))
 
-    def sample(self, seeds, batch_seed):
+    def sample(self, seeds, batch_seed, loss_weight=1.0):
         """Local. The blocks of one batch of seed nodes."""
-        return self.sampler.sample(self.graph, seeds, seed=batch_seed)
+        batch = self.sampler.sample(self.graph, seeds, seed=batch_seed)
+        batch.loss_weight = loss_weight
+        return batch

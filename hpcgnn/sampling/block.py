@@ -61,6 +61,9 @@ class MiniBatch:
     feat: object = None
     label: object = None
     extra: dict = field(default_factory=dict)
+    #: the factor of this batch's mean loss that makes the ranks' mean gradient the one over all the
+    #: step's seeds (a rank training a larger share of them weighs more: --step-balance speed)
+    loss_weight: float = 1.0
 
     @property
     def num_sampled_edges(self) -> int:

@@ -1,22 +1,38 @@
-"""Work-balanced steps (``--step-balance speed``): each rank's batch size follows its measured speed,
-with the same step count on every rank.
+"""Work-balanced steps (``--step-balance speed``): each rank's share of every step's seeds follows its
+measured speed, with the same step count on every rank.
 
 Synchronous training waits at every step for the slowest rank. A rank that shares its core with
 another job, or whose seeds have heavier neighbourhoods, is slower at every step, and the others
-idle in the gradient Allreduce for the difference. After each epoch every rank's cost per seed
-is measured: its epoch time less the gradient exchange (sampling, gathering, forward and
-backward, and waiting for its own batches), over the seeds it trained. The next epoch's batch
-sizes are proportional to each rank's speed (one over its cost), together ``P x --batch-size``,
-so every rank's step takes about as long. The step count per epoch never changes (the guarantee
-that no rank waits in a collective for a rank that has finished): a rank given more seeds than
-it has cycles through its own, as a rank with fewer seeds always did, and a rank given fewer
-trains a new part of its nodes each epoch.
+idle in the gradient Allreduce for the difference. Every :data:`WINDOW_STEPS` steps each rank's
+cost per seed is measured: its steps' time less the gradient exchange (sampling, gathering,
+forward and backward, and waiting for its own batches), over the seeds it trained. The shares
+from then on are proportional to the ranks' speeds (one over their costs), together
+``P x --batch-size``, so every rank's step takes about as long. The costs travel in a
+non-blocking Allgather posted at a window's last step and completed at the next step (in
+lockstep training it has arrived by then), and every rank changes its share at the same step,
+from a batch no rank's loader has cut yet (the loader's depth ahead). The epoch's end settles
+the steps since the last window, and those shares start the next epoch. Balancing within the
+epoch matters where a model trains in few epochs: the first epoch would otherwise run at the
+straggler's pace.
 
-The gradient stays the plain mean over the ranks of each rank's mean over its batch. With
-equally many training nodes per part (the partitioner balances them) that is an unbiased
-estimate of the full gradient whatever the batch sizes: a smaller batch only makes its rank's
-term noisier. A size moves by at most a factor of 2 per epoch, so one noisy measurement does not
-swing it. The sizes follow the machine's timing, so a run is not reproducible from its seed.
+Where seeds can be trained on any rank (node tasks: a node's neighbourhood can be sampled from
+anywhere), the ranks lend them (:class:`~hpcgnn.loading.batch_plan.EpochBatches`): step ``j``
+takes every rank's own batch ``j`` together, as without balancing, and splits it by the shares;
+a slower rank keeps the head of its batch, a faster one trains the tails. Each rank's loss is
+weighted by P times its share of the step's seeds, so the mean of the ranks' gradients is the
+gradient over all the step's seeds, synchronous training's: each seed is trained once per
+epoch and the accuracy per epoch is that of synchronous training (tested against one process
+with shares 3 : 1). Seeds lent are sampled from the lender's part (remote reads), and a union of
+seeds from several parts shares fewer neighbours than one part's do, so a lent seed costs its
+trainer somewhat more than its own. Where seeds cannot be lent (link prediction's edges are
+looked up where they are stored), each rank resizes its own batches instead: a rank given more
+seeds than it has cycles through its own, one given fewer trains a new part of its nodes each
+epoch, and the gradient is the plain mean of the ranks' batch means (unbiased when the parts
+hold equally many training seeds, noisier for a smaller batch).
+
+A share moves by at most a factor of 2 per update, so one noisy measurement does not swing it.
+The shares follow the machine's timing, so a run is not reproducible from its seed. In
+``--sync async`` the shares' exchange makes the ranks meet every :data:`WINDOW_STEPS` steps.
 """
 from __future__ import annotations
 
@@ -24,8 +40,12 @@ import numpy as np
 
 from hpcgnn.runtime.errors import InputError
 
-#: the most a rank's batch size changes from one epoch to the next (either way)
+#: the most a rank's batch size changes at one update (either way)
 MAX_STEP_FACTOR = 2.0
+#: steps between two updates of the batch sizes: enough steps that one slow step (a page fault,
+#: a neighbour's burst) does not decide a size, few enough that a straggler is met early in the
+#: first epoch
+WINDOW_STEPS = 8
 
 
 def speed_sizes(costs, current, total) -> np.ndarray:
@@ -40,21 +60,72 @@ def speed_sizes(costs, current, total) -> np.ndarray:
 
 
 class StepBalancer:
-    """Collective over comm (:meth:`update`). Resizes this rank's batches in ``plan`` (a
-    :class:`~hpcgnn.loading.batch_plan.BatchPlan`) after each epoch from every rank's cost."""
+    """Collective over comm (construction, :meth:`observe`, :meth:`settle`). Sets this rank's
+    batches in ``plan`` (a :class:`~hpcgnn.loading.batch_plan.BatchPlan`) from every rank's cost,
+    every ``window`` steps and at each epoch's end.
 
-    def __init__(self, plan, comm):
+    ``lend``: the ranks share each step's seeds (:meth:`BatchPlan.lend`) rather than each
+    resizing its own batches; ``ahead``: how many batches the loader makes ahead of the step
+    being trained (its prefetch depth), so a new split starts at a batch no rank has cut yet.
+    """
+
+    def __init__(self, plan, comm, window=None, lend=False, ahead=0):
         if not hasattr(plan, "resize"):
             raise InputError(None, "sizes batches of seeds, and this run's loader has no seed batches",
                              "--step-balance", "speed")
-        self.plan, self.comm = plan, comm
+        self.plan, self.comm, self.lend, self.ahead = plan, comm, bool(lend), int(ahead)
+        if self.lend:
+            plan.lend()
+        self.window = int(window or WINDOW_STEPS)
         self.total = plan.batch_size * comm.size
+        self.sizes = [plan.batch_size] * comm.size
+        self.busy_s, self.seeds, self.steps, self.step = 0.0, 0, 0, 0
+        self._request = self._send = self._costs = None
 
-    def update(self, busy_s, seeds) -> list:
-        """Collective over comm. This epoch's ``busy_s`` (epoch time less the gradient exchange) and
-        ``seeds`` trained on this rank set the next epoch's batch sizes; returns them (all ranks)."""
-        costs = np.array(self.comm.allgather(busy_s / max(seeds, 1)))
-        current = np.array(self.comm.allgather(self.plan.batch_size))
-        sizes = speed_sizes(costs, current, self.total)
-        self.plan.resize(int(sizes[self.comm.rank]))
-        return sizes.tolist()
+    def observe(self, busy_s, seeds):
+        """Collective over comm (a non-blocking Allgather every ``window`` calls, completed at the
+        next call). One step's ``busy_s`` (its time less the gradient exchange) and ``seeds``.
+        Every rank calls it at the same steps and applies new sizes at the same step."""
+        self.busy_s += busy_s
+        self.seeds += seeds
+        self.steps += 1
+        self.step += 1
+        self._apply()  # the window posted at the last call: in lockstep training it has arrived
+        if self.steps == self.window:
+            # both buffers live on this object until the request completes
+            self._send = np.array([self.busy_s / max(self.seeds, 1), self._size()], dtype=np.float64)
+            self._costs = np.empty(2 * self.comm.size, dtype=np.float64)
+            self._request = self.comm.Iallgather(self._send, self._costs)
+            self.busy_s, self.seeds, self.steps = 0.0, 0, 0
+
+    def settle(self) -> list:
+        """Collective over comm. At an epoch's end: apply the window in flight and the steps since it
+        (every rank has taken the same number); the sizes hold from the next epoch's first batch.
+        Returns them (all ranks)."""
+        self._apply()
+        if self.steps:
+            gathered = self.comm.allgather((self.busy_s / max(self.seeds, 1), self._size()))
+            self._resize(np.array(gathered, dtype=np.float64).reshape(-1))
+            self.busy_s, self.seeds, self.steps = 0.0, 0, 0
+        if self.lend:
+            self.plan.share(self.sizes, 0)
+        self.step = 0
+        return list(self.sizes)
+
+    def _size(self) -> int:
+        return self.sizes[self.comm.rank] if self.lend else self.plan.batch_size
+
+    def _apply(self):
+        """Resize from the window in flight, waiting for it (nothing when none is)."""
+        if self._request is not None:
+            self._request.Wait()
+            self._request = None
+            self._resize(self._costs)
+
+    def _resize(self, gathered):
+        """``gathered``: every rank's (cost per seed, batch size), rank by rank."""
+        self.sizes = speed_sizes(gathered[0::2], gathered[1::2], self.total).tolist()
+        if self.lend:  # from the first batch no rank can have cut yet: the loader's depth past the next
+            self.plan.share(self.sizes, self.step + self.ahead + 1)
+        else:
+            self.plan.resize(self.sizes[self.comm.rank])

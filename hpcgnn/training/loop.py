@@ -65,6 +65,7 @@ def train_step(session: Session, batch, scale=1.0, first=True, last=True) -> Ste
         session.control.update(batch, session.model.hidden)  # collective: every rank has a batch each step
     loss, correct, seen = session.loss.batch(out, batch)
     session.sync.arm(last)
+    scale *= batch.loss_weight  # --step-balance: the mean gradient over all the ranks' seeds
     (loss * scale if scale != 1.0 else loss).backward()
     finish_queued(session.device)  # a GPU runs the step behind the host: its time is the compute's
     t1 = time.perf_counter()
@@ -116,9 +117,13 @@ def train_epoch(session: Session, epoch, show_progress=False) -> dict:
     accumulate = session.config.optimizer.accumulate
     beat(f"epoch {epoch + 1} step 1 (loading the batch)")
     batches = session.stage(session.loader)  # on a GPU: each batch copied there a step ahead
+    step_start = t_epoch
     for i, batch in enumerate(progress(batches, len(session.loader), epoch, show_progress)):
         beat(f"epoch {epoch + 1} step {i + 1}")
         step = train_step(session, batch, *micro_batch_role(i, len(session.loader), accumulate))
+        if session.balancer is not None:  # this step's time with its loading, less the exchange
+            session.balancer.observe(time.perf_counter() - step_start - step.allreduce_s, step.seen)
+            step_start = time.perf_counter()
         if not math.isfinite(step.loss_sum):
             raise InputError(None, f"training loss is {step.loss_sum / max(step.seen, 1)} at epoch {epoch + 1} "
                              f"step {i + 1} on rank {session.comm.rank}: diverged (lower --lr) or non-finite "
@@ -143,8 +148,8 @@ def train_epoch(session: Session, epoch, show_progress=False) -> dict:
     record["grad_bytes_per_step"] = session.sync.bytes_per_step
     if session.sync.steps_alone:
         record["extra_steps"] = session.comm.allgather(extra_steps)
-    if session.balancer is not None:  # the next epoch's batch sizes, from this one's speeds
-        record["batch_sizes"] = session.balancer.update(epoch_time - allreduce_s, int(totals[2]))
+    if session.balancer is not None:  # the batch sizes the next steps take
+        record["batch_sizes"] = session.balancer.settle()
     record.update(session.sync.observed())  # the exchange's own figures: staleness, lags
     if session.device.type == "cuda":
         record["gpu_memory_peak_MiB"] = session.comm.allreduce(cuda_memory_peak_mib(session.device), op=mpi().MAX)

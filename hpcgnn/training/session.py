@@ -60,7 +60,7 @@ class Session:
     decided: dict | None = None  # what the run decided at start: prefetch depth, threads, feature scaling
     placement: Placement | None = None  # where this rank computes (--device)
     stage: DeviceStage | None = None  # moves each batch to the device, a step ahead (the identity on the CPU)
-    balancer: StepBalancer | None = None  # --step-balance speed: resizes this rank's batches after each epoch
+    balancer: StepBalancer | None = None  # --step-balance speed: the ranks' shares of the steps' seeds
 
     @property
     def device(self) -> torch.device:
@@ -176,7 +176,10 @@ def open_session(config: TrainConfig, comm, fold=None) -> Session:
     loss = task.build_loss(model, graph, config, facts)
     if getattr(loss, "weight", None) is not None:  # class weights, indexed by the labels on the device
         loss.weight = loss.weight.to(placement.device)
-    balancer = StepBalancer(getattr(loader, "plan", None), comm) if config.optimizer.step_balance == "speed" else None
+    balancer = None
+    if config.optimizer.step_balance == "speed":
+        balancer = StepBalancer(getattr(loader, "plan", None), comm, lend=getattr(loader, "lends_seeds", False),
+                                ahead=getattr(loader, "prefetch", 0))
     sync = build_sync(grads, comm, config.optimizer.grad_compress, config.optimizer.overlap,
                       config.optimizer.bucket_mb, config.optimizer.staleness, config.optimizer.average_every,
                       optimizer, config.optimizer.sync)

@@ -71,7 +71,7 @@ def test_a_stopped_rank_ends_the_job_naming_it(nranks, dataset, tmp_path):
 
 
 MODES = {"allreduce": [], "staleness": ["--staleness", "2"], "local-sgd": ["--average-every", "4"],
-         "async": ["--sync", "async"]}
+         "async": ["--sync", "async"], "step-balance": ["--step-balance", "speed"]}
 
 
 @pytest.mark.parametrize("mode", list(MODES))

@@ -1,5 +1,5 @@
 """Work-balanced steps (--step-balance speed): batch sizes follow the ranks' measured speeds within a
-factor of 2 per epoch, the step count never changes, a resized plan still yields unique seeds of
+factor of 2 per update, from within the epoch, the step count never changes, a resized plan still yields unique seeds of
 the rank's own, and a balanced run learns and records its sizes."""
 import numpy as np
 import pytest
@@ -25,7 +25,7 @@ def test_a_resized_plan_keeps_its_batch_count_and_the_ranks_own_unique_seeds(nra
         assert len(plan) == 5
         for size in (25, 4, 10):
             plan.resize(size)
-            batches = plan.batches(epoch=size)
+            batches = list(plan.batches(epoch=size))
             assert len(batches) == 5
             for batch in batches:
                 assert np.isin(batch, mine).all() and np.unique(batch).shape == batch.shape
@@ -36,18 +36,101 @@ def test_a_resized_plan_keeps_its_batch_count_and_the_ranks_own_unique_seeds(nra
         plan.resize(0)
 
 
+@pytest.mark.mpi(sizes=(1,))
+def test_a_resize_within_an_epoch_applies_from_the_next_batch_taken(nranks, comm):
+    from hpcgnn.loading.batch_plan import BatchPlan
+
+    mine = np.arange(100)
+    plan = BatchPlan(mine, 10, comm)
+    fixed = list(plan.batches(epoch=0))
+    batches = iter(plan.batches(epoch=0))
+    first = next(batches)
+    plan.resize(30)  # the rest: 9 batches of 30 need 270 seeds, the order has 90 left
+    rest = list(batches)
+    assert np.array_equal(first, fixed[0]) and len(rest) == 9
+    assert [b.shape[0] for b in rest[:3]] == [30, 30, 30]
+    assert np.array_equal(rest[0], np.sort(np.concatenate(fixed[1:4])))  # the same order, made unique
+    assert all(np.isin(b, mine).all() and np.unique(b).shape == b.shape for b in rest)
+    plan.resize(10)
+    assert all(np.array_equal(a, b) for a, b in zip(plan.batches(epoch=0), fixed))  # a size kept: as before
+
+
 @pytest.mark.mpi(sizes=(2,))
-def test_the_slower_rank_gets_the_smaller_batches(nranks, comm):
+def test_the_slower_rank_gets_the_smaller_batches_within_the_epoch(nranks, comm):
     from hpcgnn.loading.batch_plan import BatchPlan
     from hpcgnn.training.balance import StepBalancer
 
-    plan = BatchPlan(np.arange(400) + 1000 * comm.rank, 100, comm)
-    balancer = StepBalancer(plan, comm)
-    busy = 2.0 if comm.rank == 1 else 1.0  # rank 1 takes twice as long per seed
-    assert balancer.update(busy, 400) == [133, 67]
-    assert plan.batch_size == (133, 67)[comm.rank] and len(plan) == 4
-    # the next epoch at the new sizes took equal time: the sizes stay
-    assert balancer.update(busy * plan.batch_size / 100, 4 * plan.batch_size) == [133, 67]
+    plan = BatchPlan(np.arange(4000) + 10_000 * comm.rank, 100, comm)
+    balancer = StepBalancer(plan, comm, window=3)
+    per_seed = 0.002 if comm.rank == 1 else 0.001  # rank 1 takes twice as long per seed
+    sizes = []
+    for _ in range(6):
+        balancer.observe(per_seed * plan.batch_size, plan.batch_size)
+        sizes.append(plan.batch_size)
+    # the first window's costs are posted at step 3 and applied by step 6 at the latest
+    assert sizes[:3] == [100] * 3 and sizes[-1] == (133, 67)[comm.rank]
+    # the steps since at the new sizes took equal time: the sizes stay
+    balancer.observe(per_seed * plan.batch_size, plan.batch_size)
+    assert balancer.settle() == [133, 67] and len(plan) == 40
+    assert balancer.settle() == [133, 67]  # nothing observed since: nothing changes
+
+
+def test_split_counts_are_proportional_integers_that_sum_to_the_total():
+    from hpcgnn.loading.batch_plan import split_count
+
+    assert split_count(300, [2, 1]).tolist() == [200, 100]
+    assert split_count(10, [1, 1, 1]).tolist() == [4, 3, 3]  # the rest to the lower rank on a tie
+    assert split_count(7, [5, 0]).tolist() == [7, 0]
+    assert split_count(0, [3, 1]).tolist() == [0, 0]
+
+
+@pytest.mark.mpi(sizes=(2, 4))
+def test_lent_seeds_cover_each_step_once_and_weigh_the_ranks_by_their_share(nranks, comm):
+    from hpcgnn.loading.batch_plan import BatchPlan
+
+    # unequal seed counts: the ranks with fewer pad their own batches, as without lending
+    mine = np.arange(40 + 7 * comm.rank) + 1000 * comm.rank
+    plan = BatchPlan(mine, 10, comm, seed=5)
+    planned = [comm.allgather(b) for b in plan.batches(epoch=1)]  # every rank's own batches, step by step
+    plan.lend()
+    shares = [3 if r == 0 else 1 for r in range(nranks)]
+    plan.share(shares, 0)
+    plan.share([1] * nranks, from_batch=3)  # equal again from the fourth step
+    batches = plan.batches(epoch=1)
+    taken = list(batches)
+    assert len(taken) == len(planned) == len(plan)
+    for index, batch in enumerate(taken):
+        everyone = comm.allgather(batch)
+        step = np.concatenate(everyone)
+        # the step's seeds are the ranks' own batches taken together, each once
+        assert np.array_equal(np.sort(step), np.sort(np.concatenate(planned[index])))
+        counts = [b.shape[0] for b in everyone]
+        if index < 3 and nranks == 2:
+            assert abs(counts[0] - 3 * counts[1]) <= 3, counts
+        if index >= 3:
+            assert max(counts) - min(counts) <= 1, counts
+        weights = comm.allgather(batches.weight(index))
+        assert np.isclose(sum(weights), nranks)
+        assert np.isclose(weights[comm.rank], nranks * counts[comm.rank] / step.size)
+
+
+@pytest.mark.mpi(sizes=(2,))
+def test_lending_follows_the_measured_speeds_from_a_batch_no_rank_has_cut(nranks, comm):
+    from hpcgnn.loading.batch_plan import BatchPlan
+    from hpcgnn.training.balance import StepBalancer
+
+    plan = BatchPlan(np.arange(4000) + 10_000 * comm.rank, 100, comm)
+    balancer = StepBalancer(plan, comm, window=2, lend=True, ahead=2)
+    per_seed = 0.002 if comm.rank == 1 else 0.001
+    batches = iter(plan.batches(epoch=0))
+    counts = []
+    for _ in range(8):
+        batch = next(batches)
+        counts.append(batch.shape[0])
+        balancer.observe(per_seed * batch.shape[0], batch.shape[0])
+    # posted at step 2, applied at step 3, from batch 3 + 2 + 1 on (0-based): two batches ahead
+    assert counts[:6] == [100] * 6 and counts[6] == (133, 67)[comm.rank]
+    assert plan.batch_size == 100 and balancer.settle() == [133, 67]
 
 
 @pytest.mark.mpi(sizes=(2,))

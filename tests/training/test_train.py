@@ -39,8 +39,9 @@ def test_loss_decreases_and_ranks_agree(nranks, comm, shared_tmp):
 
 
 @pytest.mark.mpi(sizes=(2, 4))
-def test_full_neighbourhood_one_batch_equals_single_process(nranks, comm, shared_tmp):
-    """Gradients averaged over ranks with equal seed counts = the one-process gradient."""
+def test_full_neighbourhood_one_batch_equals_single_process(nranks, comm, shared_tmp, monkeypatch):
+    """Gradients averaged over ranks with equal seed counts = the one-process gradient, also where
+    step balance splits the seeds unevenly."""
     from hpcgnn.prep.partition import partition_graph
     from hpcgnn.testing.graphs import clustered_graph
     from hpcgnn.training.loop import run
@@ -67,6 +68,15 @@ def test_full_neighbourhood_one_batch_equals_single_process(nranks, comm, shared
     else:
         comm.Split(1, 0)
     reference = comm.bcast(reference, root=0)
+    assert np.allclose([h["loss"] for h in history], reference[1], rtol=1e-5, atol=1e-6)
+    assert np.allclose(flat_params(model), reference[0], rtol=1e-4, atol=1e-5)
+    # step balance splits each step's seeds among the ranks by their speeds (here rank 0 taken as 3
+    # times as fast as the others from the second epoch on) and weighs each rank's loss by its
+    # share: still the one-process gradient
+    uneven = lambda costs, current, total: np.array([3] + [1] * (nranks - 1)) * total // (nranks + 2)  # noqa: E731
+    monkeypatch.setattr("hpcgnn.training.balance.speed_sizes", uneven)
+    model, history = run(parse_train_config(["--data", multi, *common, "--step-balance", "speed"]), comm)
+    assert history[0]["batch_sizes"][0] > 2.9 * history[0]["batch_sizes"][1]
     assert np.allclose([h["loss"] for h in history], reference[1], rtol=1e-5, atol=1e-6)
     assert np.allclose(flat_params(model), reference[0], rtol=1e-4, atol=1e-5)
 
