@@ -30,7 +30,9 @@ seeds than it has cycles through its own, one given fewer trains a new part of i
 epoch, and the gradient is the plain mean of the ranks' batch means (unbiased when the parts
 hold equally many training seeds, noisier for a smaller batch).
 
-A share moves by at most a factor of 2 per update, so one noisy measurement does not swing it.
+Each rank's cost is an exponential average over its windows, shares stay while none would move
+by more than a tenth, and a share moves by at most a factor of 2 per update, so noisy
+measurements of equally fast ranks leave the shares be.
 The shares follow the machine's timing, so a run is not reproducible from its seed. In
 ``--sync async`` the shares' exchange makes the ranks meet every :data:`WINDOW_STEPS` steps.
 """
@@ -46,15 +48,24 @@ MAX_STEP_FACTOR = 2.0
 #: a neighbour's burst) does not decide a size, few enough that a straggler is met early in the
 #: first epoch
 WINDOW_STEPS = 8
+#: the weight of a rank's newest window in its cost per seed (an exponential average over the
+#: windows since the run began): a window of a few steps is noisy, most where ranks share cores
+COST_SMOOTHING = 0.3
+#: sizes stay while none would move by more than this fraction: chasing the noise of equal ranks
+#: costs more (each move lends seeds, whose neighbourhoods overlap less) than it could win
+DEAD_BAND = 0.1
 
 
 def speed_sizes(costs, current, total) -> np.ndarray:
     """Local. Batch sizes proportional to ``1 / costs`` (seconds per seed, one per rank) that sum to
-    about ``total``, each within a factor :data:`MAX_STEP_FACTOR` of ``current`` and at least 1."""
+    about ``total``, each within a factor :data:`MAX_STEP_FACTOR` of ``current`` and at least 1;
+    ``current`` itself while no size would move by more than :data:`DEAD_BAND` of it."""
     costs = np.maximum(np.asarray(costs, dtype=np.float64), 1e-12)
     speeds = 1.0 / costs
     wanted = total * speeds / speeds.sum()
     current = np.asarray(current, dtype=np.float64)
+    if np.all(np.abs(wanted - current) <= DEAD_BAND * current):
+        return np.rint(current).astype(np.int64)
     bounded = np.clip(wanted, current / MAX_STEP_FACTOR, current * MAX_STEP_FACTOR)
     return np.maximum(np.rint(bounded), 1).astype(np.int64)
 
@@ -80,7 +91,7 @@ class StepBalancer:
         self.total = plan.batch_size * comm.size
         self.sizes = [plan.batch_size] * comm.size
         self.busy_s, self.seeds, self.steps, self.step = 0.0, 0, 0, 0
-        self._request = self._send = self._costs = None
+        self._request = self._send = self._costs = self.cost = None
 
     def observe(self, busy_s, seeds):
         """Collective over comm (a non-blocking Allgather every ``window`` calls, completed at the
@@ -93,7 +104,7 @@ class StepBalancer:
         self._apply()  # the window posted at the last call: in lockstep training it has arrived
         if self.steps == self.window:
             # both buffers live on this object until the request completes
-            self._send = np.array([self.busy_s / max(self.seeds, 1), self._size()], dtype=np.float64)
+            self._send = np.array([self._cost(), self._size()], dtype=np.float64)
             self._costs = np.empty(2 * self.comm.size, dtype=np.float64)
             self._request = self.comm.Iallgather(self._send, self._costs)
             self.busy_s, self.seeds, self.steps = 0.0, 0, 0
@@ -104,13 +115,19 @@ class StepBalancer:
         Returns them (all ranks)."""
         self._apply()
         if self.steps:
-            gathered = self.comm.allgather((self.busy_s / max(self.seeds, 1), self._size()))
+            gathered = self.comm.allgather((self._cost(), self._size()))
             self._resize(np.array(gathered, dtype=np.float64).reshape(-1))
             self.busy_s, self.seeds, self.steps = 0.0, 0, 0
         if self.lend:
             self.plan.share(self.sizes, 0)
         self.step = 0
         return list(self.sizes)
+
+    def _cost(self) -> float:
+        """This rank's cost per seed: the window just ended, averaged into the earlier ones'."""
+        newest = self.busy_s / max(self.seeds, 1)
+        self.cost = newest if self.cost is None else COST_SMOOTHING * newest + (1 - COST_SMOOTHING) * self.cost
+        return self.cost
 
     def _size(self) -> int:
         return self.sizes[self.comm.rank] if self.lend else self.plan.batch_size

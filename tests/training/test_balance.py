@@ -7,12 +7,14 @@ import pytest
 from hpcgnn.training.balance import speed_sizes
 
 
-def test_sizes_follow_speed_sum_to_the_total_and_move_at_most_twofold():
+def test_sizes_follow_speed_sum_to_the_total_move_at_most_twofold_and_not_for_noise():
     assert speed_sizes([1.0, 1.0], [100, 100], 200).tolist() == [100, 100]
     assert speed_sizes([1.0, 2.0], [100, 100], 200).tolist() == [133, 67]  # twice the cost: half the seeds
     assert speed_sizes([1.0, 100.0], [100, 100], 200).tolist() == [198, 50]  # bounded: at most halved
     assert speed_sizes([1.0, 100.0], [198, 50], 200).tolist() == [198, 25]
     assert speed_sizes([1.0, 1e9], [2, 1], 3).min() >= 1
+    assert speed_sizes([1.0, 1.15], [100, 100], 200).tolist() == [100, 100]  # within the dead band: kept
+    assert speed_sizes([1.0, 1.25], [100, 100], 200).tolist() == [111, 89]
 
 
 @pytest.mark.mpi(sizes=(1, 2))
