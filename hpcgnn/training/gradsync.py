@@ -143,9 +143,7 @@ class GradientSync:
         self.grads, self.comm = grads, comm
         self.bytes_per_step = allreduce_bytes(grads.buffer.numel(), 4, comm.size)
         self.residual = None  # the compressions' error feedback: what was not sent yet
-        self.staleness = 0  # steps between a gradient's computation and its application
         self.steps_alone = False  # steps involve no other rank: a rank trains on while others finish
-        self.average_every = 1  # optimizer steps between two averagings of the parameters (local SGD)
 
     def arm(self, last):
         """Local. Called before backward; ``last``: this backward ends an optimizer step (the
@@ -517,7 +515,7 @@ class AsyncSync(GradientSync):
         return True  # this rank's own gradient, unreduced
 
     def stepped(self):
-        torch.sub(flat_parameters(self.grads.params), self.read_values, out=self.change)
+        flat_parameters(self.grads.params, out=self.change).sub_(self.read_values)
         self.lags.extend(self.store.add(self.change.numpy(), self.versions).tolist())
         self._read()
 
@@ -548,11 +546,16 @@ class AsyncSync(GradientSync):
         self.store.close()
 
 
-def flat_parameters(params) -> torch.Tensor:
-    """Local. The parameters' values, concatenated in order, as one float32 CPU tensor (a copy)."""
+def flat_parameters(params, out=None) -> torch.Tensor:
+    """Local. The parameters' values, concatenated in order, as one float32 CPU tensor (a copy; into
+    ``out`` when given, so a step allocates nothing)."""
     if not params:
-        return torch.zeros(0)
-    return torch.cat([p.detach().reshape(-1) for p in params]).to(torch.float32).cpu()
+        return torch.zeros(0) if out is None else out
+    values = [p.detach().reshape(-1) for p in params]
+    if out is not None and all(v.device.type == "cpu" and v.dtype == torch.float32 for v in values):
+        return torch.cat(values, out=out)
+    flat = torch.cat(values).to(torch.float32).cpu()
+    return flat if out is None else out.copy_(flat)
 
 
 def load_flat(params, flat):
