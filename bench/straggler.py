@@ -9,6 +9,10 @@ cumulative training time (evaluation excluded) at the first epoch that reaches i
 ratio to synchronous training's (goal: 0.7 or less for the best mode). The selected test
 accuracy (at the best validation epoch) should be within 0.5 point of synchronous training's.
 
+``--repeats R`` runs every mode R times, the modes' order reversed each time, so a drift of the
+machine's speed during the benchmark (seen here: 15% within ten minutes) weighs on every mode
+alike; each ratio is taken within a repeat and the table shows the medians.
+
 Without a straggler: 2 and 4 ranks on the free cores, the same modes: median epoch time per
 mode against synchronous training's (goal: no mode more than 5% slower) and selected test
 accuracy.
@@ -20,6 +24,7 @@ docs/figures/straggler_<graph>.png.
 
     python bench/straggler.py                               # small and medium, both scenarios
     python bench/straggler.py --graphs small --epochs 4     # a quicker look
+    python bench/straggler.py --graphs small --repeats 3    # ratios robust to the machine's drift
     python bench/straggler.py --ranks 16 --scenarios free   # the 16-core machine's run
 """
 import argparse
@@ -121,29 +126,55 @@ def plot(curves, target, path, title):
     print(f"# figure: {path}", flush=True)
 
 
+def repeated(args):
+    """``(repeat, mode)`` in the order the runs go: the modes forward, then backward, and so on, so
+    a drift in the machine's speed during the benchmark weighs on every mode alike."""
+    for repeat in range(args.repeats):
+        for mode in (args.modes if repeat % 2 == 0 else args.modes[::-1]):
+            yield repeat, mode
+
+
+def median_or_none(values):
+    values = [v for v in values if v is not None]
+    return float(np.median(values)) if values else None
+
+
 def with_straggler(graph, args):
-    """Every mode on 2 pinned ranks beside the busy process: its table rows."""
+    """Every mode on 2 pinned ranks beside the busy process, ``args.repeats`` times: its table rows."""
     parts = parts_for(graph, 2)
-    print(f"\n## {graph} graph, 2 ranks, rank 1 sharing its core with a busy process\n"
+    print(f"\n## {graph} graph, 2 ranks, rank 1 sharing its core with a busy process, {args.repeats} repeat(s)\n"
           "| mode | epochs | epoch s | s to target | ratio to sync | best val % | test % at best val | lag |\n"
           "|---|---|---|---|---|---|---|---|", flush=True)
-    runs = {mode: train(parts, 2, mode, args.epochs, args.seed, True, f"{graph}_straggler_{i}")
-            for i, mode in enumerate(args.modes)}
-    sync_row, _, _ = summary(runs["synchronous"])
-    target = sync_row["best_val_acc"] - 0.5
+    runs = {(repeat, mode): train(parts, 2, mode, args.epochs, args.seed, True,
+                                  f"{graph}_straggler_{args.modes.index(mode)}_r{repeat}")
+            for repeat, mode in repeated(args)}
     rows, curves = [], {}
-    for mode, epochs in runs.items():
-        row, wall, val = summary(epochs, target)
-        curves[mode] = (wall, val)
-        rows.append(dict(row, scenario="straggler", graph=graph, ranks=2, mode=mode, target_val_acc=target))
-    base = rows[0]["to_target_s"]
-    for row in rows:
-        row["ratio_to_sync"] = row["to_target_s"] / base if row["to_target_s"] and base else None
-        print(f"| {row['mode']} | {row['epochs']} | {row['epoch_s']:.2f} | "
+    for mode in args.modes:
+        per_repeat = []
+        for repeat in range(args.repeats):
+            sync_row, _, _ = summary(runs[(repeat, "synchronous")])
+            target = sync_row["best_val_acc"] - 0.5
+            row, wall, val = summary(runs[(repeat, mode)], target)
+            base = summary(runs[(repeat, "synchronous")], target)[0]["to_target_s"]
+            row["ratio_to_sync"] = row["to_target_s"] / base if row["to_target_s"] and base else None
+            row["epoch_ratio_to_sync"] = row["epoch_s"] / sync_row["epoch_s"]
+            row["target_val_acc"] = target
+            per_repeat.append(row)
+            if repeat == 0:
+                curves[mode] = (wall, val)
+        row = {key: median_or_none([r[key] for r in per_repeat])
+               for key in ("epoch_s", "to_target_s", "ratio_to_sync", "epoch_ratio_to_sync", "train_s",
+                           "efficiency", "best_val_acc", "test_acc_at_best_val", "lag_mean", "target_val_acc")}
+        row.update(epochs=per_repeat[0]["epochs"], repeats=args.repeats, scenario="straggler", graph=graph, ranks=2,
+                   mode=mode, ratios_to_sync=[r["ratio_to_sync"] for r in per_repeat],
+                   epoch_ratios_to_sync=[r["epoch_ratio_to_sync"] for r in per_repeat])
+        rows.append(row)
+        print(f"| {mode} | {row['epochs']} | {row['epoch_s']:.2f} | "
               f"{row['to_target_s'] if row['to_target_s'] is None else round(row['to_target_s'], 1)} | "
               f"{row['ratio_to_sync'] if row['ratio_to_sync'] is None else round(row['ratio_to_sync'], 2)} | "
               f"{row['best_val_acc']:.1f} | {row['test_acc_at_best_val']:.1f} | "
               f"{'' if row['lag_mean'] is None else round(row['lag_mean'], 2)} |", flush=True)
+    target = rows[0]["target_val_acc"]
     plot(curves, target, os.path.join(common.ROOT, "docs", "figures", f"straggler_{graph}.png"),
          f"{graph} RMAT graph, 2 ranks, rank 1 sharing its core")
     return rows
@@ -151,14 +182,21 @@ def with_straggler(graph, args):
 
 def without_straggler(graph, ranks, args):
     parts = parts_for(graph, ranks)
-    print(f"\n## {graph} graph, {ranks} ranks, no straggler\n"
+    print(f"\n## {graph} graph, {ranks} ranks, no straggler, {args.repeats} repeat(s)\n"
           "| mode | epoch s | ratio to sync | efficiency | best val % | test % at best val |\n"
           "|---|---|---|---|---|---|", flush=True)
+    runs = {(repeat, mode): summary(train(parts, ranks, mode, args.epochs, args.seed, False,
+                                          f"{graph}_free{ranks}_{args.modes.index(mode)}_r{repeat}"))[0]
+            for repeat, mode in repeated(args)}
     rows = []
-    for i, mode in enumerate(args.modes):
-        row, _, _ = summary(train(parts, ranks, mode, args.epochs, args.seed, False, f"{graph}_free{ranks}_{i}"))
-        row.update(scenario="free", graph=graph, ranks=ranks, mode=mode)
-        row["ratio_to_sync"] = row["epoch_s"] / rows[0]["epoch_s"] if rows else 1.0
+    for mode in args.modes:
+        per_repeat = [runs[(repeat, mode)] for repeat in range(args.repeats)]
+        ratios = [runs[(repeat, mode)]["epoch_s"] / runs[(repeat, "synchronous")]["epoch_s"]
+                  for repeat in range(args.repeats)]
+        row = {key: median_or_none([r[key] for r in per_repeat])
+               for key in ("epoch_s", "train_s", "efficiency", "best_val_acc", "test_acc_at_best_val", "lag_mean")}
+        row.update(epochs=per_repeat[0]["epochs"], repeats=args.repeats, scenario="free", graph=graph, ranks=ranks,
+                   mode=mode, ratio_to_sync=float(np.median(ratios)), ratios_to_sync=ratios)
         rows.append(row)
         print(f"| {mode} | {row['epoch_s']:.2f} | {row['ratio_to_sync']:.3f} | {row['efficiency']:.2f} | "
               f"{row['best_val_acc']:.1f} | "
@@ -174,6 +212,8 @@ def main():
     parser.add_argument("--modes", default=",".join(MODES), help="synchronous first")
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="runs of every mode, the order reversed each time (ratios: the median over repeats)")
     args = parser.parse_args()
     args.modes = ["synchronous"] + [m for m in args.modes.split(",") if m != "synchronous"]
     unknown = [m for m in args.modes if m not in MODES]
@@ -193,8 +233,8 @@ def main():
     common.record(rows, title="Stragglers: time to the synchronous run's best validation accuracy - 0.5 point "
                   "with rank 1 sharing its core, and epoch time without a straggler, per gradient-exchange mode",
                   columns=["scenario", "graph", "ranks", "mode", "epoch_s", "to_target_s", "ratio_to_sync",
-                           "efficiency", "best_val_acc", "test_acc_at_best_val", "lag_mean"],
-                  recipe=MODEL, epochs=args.epochs, seed=args.seed)
+                           "epoch_ratio_to_sync", "efficiency", "best_val_acc", "test_acc_at_best_val", "lag_mean"],
+                  recipe=MODEL, epochs=args.epochs, seed=args.seed, repeats=args.repeats)
 
 
 if __name__ == "__main__":
