@@ -161,10 +161,10 @@ import sys
 from hpcgnn.runtime.comm import world
 from hpcgnn.loading.node_loader import NodeDataLoader
 original = NodeDataLoader.load
-def load(self, seeds, batch_seed):
+def load(self, *job):
     if world().rank == 1 and self.stats.sample_s > 0:
         raise RuntimeError("rank one broke its batch")
-    return original(self, seeds, batch_seed)
+    return original(self, *job)
 NodeDataLoader.load = load
 from hpcgnn.train import main
 sys.exit(main(sys.argv[1:]))
