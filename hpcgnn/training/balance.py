@@ -90,7 +90,7 @@ class StepBalancer:
         self.window = int(window or WINDOW_STEPS)
         self.total = plan.batch_size * comm.size
         self.sizes = [plan.batch_size] * comm.size
-        self.busy_s, self.seeds, self.steps, self.step = 0.0, 0, 0, 0
+        self.busy_s, self.seeds, self.step = 0.0, 0, 0  # the open window's sums; steps this epoch
         self._request = self._send = self._costs = self.cost = None
 
     def observe(self, busy_s, seeds):
@@ -99,25 +99,24 @@ class StepBalancer:
         Every rank calls it at the same steps and applies new sizes at the same step."""
         self.busy_s += busy_s
         self.seeds += seeds
-        self.steps += 1
         self.step += 1
         self._apply()  # the window posted at the last call: in lockstep training it has arrived
-        if self.steps == self.window:
+        if self.step % self.window == 0:  # windows start with each epoch
             # both buffers live on this object until the request completes
             self._send = np.array([self._cost(), self._size()], dtype=np.float64)
             self._costs = np.empty(2 * self.comm.size, dtype=np.float64)
             self._request = self.comm.Iallgather(self._send, self._costs)
-            self.busy_s, self.seeds, self.steps = 0.0, 0, 0
+            self.busy_s, self.seeds = 0.0, 0
 
     def settle(self) -> list:
         """Collective over comm. At an epoch's end: apply the window in flight and the steps since it
         (every rank has taken the same number); the sizes hold from the next epoch's first batch.
         Returns them (all ranks)."""
         self._apply()
-        if self.steps:
+        if self.step % self.window:  # the steps since the last window
             gathered = self.comm.allgather((self._cost(), self._size()))
             self._resize(np.array(gathered, dtype=np.float64).reshape(-1))
-            self.busy_s, self.seeds, self.steps = 0.0, 0, 0
+            self.busy_s, self.seeds = 0.0, 0
         if self.lend:
             self.plan.share(self.sizes, 0)
         self.step = 0
