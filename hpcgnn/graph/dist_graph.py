@@ -17,6 +17,7 @@ import numpy as np
 from hpcgnn import _csr, _sample
 from hpcgnn.format import ondisk
 from hpcgnn.format.fields import MASKS
+from hpcgnn.format.part_group import open_group, parts_per_rank, shard_starts
 from hpcgnn.format.schema import ETYPE, TypeLayout
 from hpcgnn.runtime.collectives import fail_together
 from hpcgnn.runtime.comm import node_comm, world
@@ -42,14 +43,16 @@ class Neighbors(NamedTuple):
 
 
 class DistGraph(CollectiveResource):
-    """Collective over comm. Load part ``comm.rank`` of the dataset at ``path``.
+    """Collective over comm. Load this rank's parts of the dataset at ``path``: with R ranks on a
+    P-part dataset (R dividing P), rank r holds parts ``r * P/R`` to ``(r + 1) * P/R - 1`` as one
+    shard (:mod:`~hpcgnn.format.part_group`); with R = P, part r.
 
     Parameters
     ----------
     path : str
         Dataset directory written by ``hpcgnn partition``.
     comm : MPI communicator, optional
-        One rank per part; default ``MPI.COMM_WORLD``.
+        Any number of ranks dividing the part count; default ``MPI.COMM_WORLD``.
     progress_interval : float, optional
         Seconds between the polls of a :class:`~hpcgnn.runtime.progress.ProgressThread`, which
         serves other ranks' reads of this rank's rows while it computes; 0 runs none. Default:
@@ -59,9 +62,13 @@ class DistGraph(CollectiveResource):
     ----------
     num_nodes, num_edges : int
     book : PartitionBook
-        Node ownership (``book.owner(gids)``, ``book.to_local(gids)``).
+        Node ownership by rank (``book.owner(gids)``, ``book.to_local(gids)``): the shards' starts.
+    group : int
+        Parts each rank holds (P / R).
+    parts : range
+        The parts this rank holds.
     edge_book : PartitionBook
-        Edge ownership: part r stores global edge ids ``[edge_book.starts[r], edge_book.starts[r+1])``.
+        Edge ownership: rank r stores global edge ids ``[edge_book.starts[r], edge_book.starts[r+1])``.
     local_nodes : tuple of int
         ``(start, end)``: the global ids this rank owns.
     ndata, edata : dict of DistTensor
@@ -102,17 +109,15 @@ class DistGraph(CollectiveResource):
         self.comm = comm if comm is not None else world()
         self.path = os.fspath(path)
         self.meta = ondisk.read_meta(self.path)
-        parts = self.meta["num_parts"]
-        if parts != self.comm.size:
-            raise InputError(os.path.join(self.path, "meta.json"),
-                             f"dataset has {parts} parts but the job has {self.comm.size} ranks "
-                             f"(run it with mpirun -np {parts})", "num_parts", parts)
-        self.book = PartitionBook.from_meta(self.meta, "node")
+        # each rank holds `group` consecutive parts as one shard: the books keep every group-th start
+        self.group = parts_per_rank(self.meta, self.comm.size, self.path)
+        self.parts = range(self.comm.rank * self.group, (self.comm.rank + 1) * self.group)
+        self.book = PartitionBook(shard_starts(self.meta["node_starts"], self.group))
         self.schema = ondisk.dataset_schema(self.meta)
         typed = self.meta.get("schema")
-        self.layout = (TypeLayout.homogeneous(self.book.starts) if typed is None
+        self.layout = (TypeLayout.homogeneous(self.meta["node_starts"]) if typed is None
                        else TypeLayout(self.schema, typed["type_counts"]))
-        self.edge_book = PartitionBook.from_meta(self.meta, "edge")
+        self.edge_book = PartitionBook(shard_starts(self.meta["edge_starts"], self.group))
         self.num_nodes = int(self.meta["num_nodes"])
         self.num_edges = int(self.meta["num_edges"])
         self.name = self.meta.get("graph_name", "graph")
@@ -132,13 +137,13 @@ class DistGraph(CollectiveResource):
         self.progress = ProgressThread(self.comm, progress_interval) if progress_interval > 0 else None
 
     def _load_part(self, n_local, e_local):
-        """Collective over comm. Read this rank's part file into the windows (``ondisk.PartFile``: its
+        """Collective over comm. Read this rank's part files into the windows (``ondisk.PartFile``: their
         objects checked before any read, shapes against meta.json, checksums verified, then the
         values read: :meth:`~hpcgnn.format.ondisk.PartFile.value_problems`). A bad part fails every
         rank together, never one rank alone while the others wait in the next collective."""
         part = error = None
         try:
-            part = ondisk.open_part(self.path, self.meta, self.comm.rank)
+            part = open_group(self.path, self.meta, self.comm.rank, self.group)
         except InputError as exc:
             error = exc
         fail_together(self.comm, error, self.path)
@@ -167,7 +172,7 @@ class DistGraph(CollectiveResource):
                           for name, spec in self.meta.get("edge_fields", {}).items()}
             self.typed_ndata = self._typed_fields(read)
             self.link_meta = self.meta.get("link")
-            self.link = self._read_links(read)
+            self.link = self._read_links(read, part)
         if not read_errors:
             read_errors.extend(part.value_problems(self._loaded_arrays()))
         fail_together(self.comm, read_errors[0] if read_errors else None, self.path)
@@ -178,20 +183,20 @@ class DistGraph(CollectiveResource):
         shard read from this rank's ``field@type`` dataset through ``read``."""
         typed = {}
         for name, (type_index, field, spec) in ondisk.typed_datasets(self.meta).items():
-            book = PartitionBook(self.layout.type_starts[type_index])
+            book = PartitionBook(shard_starts(self.layout.type_starts[type_index], self.group))
             shape = (self.layout.num_nodes_of(type_index), *spec["shape"])
             typed.setdefault(self.schema.node_types[type_index], {})[field] = self._field(read, name, shape, spec, book)
         return typed
 
-    def _read_links(self, read):
+    def _read_links(self, read, part):
         """This rank's held-out edge sets ``{"val": (src, dst, neg), ...}`` (see the class docstring),
-        read through ``read`` so a failed read fails every rank together; None without edge sets."""
+        read from ``part`` (its :class:`~hpcgnn.format.part_group.PartGroup`) through ``read`` so a
+        failed read fails every rank together; None without edge sets."""
         if not ondisk.link_datasets(self.meta):
             return None
-        info, k = self.meta["parts"][self.comm.rank], self.link_meta["eval_negatives"]
-        sets = {}
+        k, sets = self.link_meta["eval_negatives"], {}
         for split in ondisk.LINK_SPLITS:
-            count = info[f"{ondisk.LINK_PREFIX}{split}"]
+            count = part.rows(f"{ondisk.LINK_PREFIX}{split}_src")
             arrays = tuple(np.empty((count, k) if name.startswith("neg") else count, np.int64)
                            for name in ondisk.link_arrays(self.meta))
             for name, out in zip(ondisk.link_arrays(self.meta), arrays, strict=True):

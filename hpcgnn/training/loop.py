@@ -233,8 +233,10 @@ def start_line(session) -> str:
         sampling = describe()
     else:
         sampling = spec.describe(config.sampler.options) if spec.describe else f"sampler {spec.name}"
-    return (f"hpcgnn train: {graph.name} {graph.num_nodes:,} nodes {graph.num_edges:,} edges, {session.comm.size} "
-            f"ranks, {model.model} {model.layers}x{model.hidden}, {sampling}, {len(session.loader)} steps/epoch, "
+    group = getattr(graph, "group", 1)  # parts each rank holds
+    ranks = f"{session.comm.size} ranks" + (f" of {group} parts each" if group > 1 else "")
+    return (f"hpcgnn train: {graph.name} {graph.num_nodes:,} nodes {graph.num_edges:,} edges, {ranks}, "
+            f"{model.model} {model.layers}x{model.hidden}, {sampling}, {len(session.loader)} steps/epoch, "
             f"{session.task.describe(config, session.facts)}, {precision_note(model.precision)}, "
             f"prefetch {session.decided['prefetch']}, {session.decided['threads']} torch threads per rank"
             + (f", {session.placement.note}" if session.device.type != "cpu" else ""))

@@ -26,6 +26,7 @@ from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.rng import derive_seed
 from hpcgnn.sampling import SamplerRun, sampler_spec
 from hpcgnn.store import DistEmbedding, DistTensor, SparseAdam, float_rows
+from hpcgnn.store.partition_book import PartitionBook
 from hpcgnn.tasks import DatasetFacts, Task, task_named
 from hpcgnn.training.balance import StepBalancer
 from hpcgnn.training.checkpoint import dataset_identity
@@ -93,20 +94,21 @@ def check_finite(graph, field, comm, fields=None, node_type=None):
     error = None
     tensor = (graph.ndata if fields is None else fields).get(field)
     if tensor is not None and (np.issubdtype(tensor.dtype, np.floating) or tensor.encoding is not None):
-        local = tensor.local
-        if node_type is None:
-            start = graph.local_nodes[0]
-        else:  # the error names the dataset and the node's global id
-            start = graph.layout.block_range(comm.rank, graph.schema.type_index(node_type))[0]
-            field = typed_field_name(node_type, field)
+        local, first_row = tensor.local, int(tensor.book.starts[comm.rank])
         for lo in range(0, local.shape[0], _FINITE_CHECK_ROWS):
             chunk = float_rows(local[lo:lo + _FINITE_CHECK_ROWS], tensor.encoding).numpy()
             chunk = chunk.reshape(chunk.shape[0], -1)
             bad = np.flatnonzero(~np.isfinite(chunk).all(axis=1))
             if bad.size:
+                # the error names the part file holding the node and the node's global id
+                gid = first_row + lo + int(bad[0])
+                if node_type is not None:  # rows of a typed field are type ids
+                    gid = int(graph.layout.gids_of(graph.schema.type_index(node_type), [gid])[0])
+                    field = typed_field_name(node_type, field)
+                part = int(PartitionBook.from_meta(graph.meta).owner(gid))
                 value = chunk[bad[0]][~np.isfinite(chunk[bad[0]])][0]
-                error = InputError(ondisk.part_path(graph.path, graph.meta, comm.rank),
-                                   f"non-finite value in node {start + lo + bad[0]} (new id)", field, float(value))
+                error = InputError(ondisk.part_path(graph.path, graph.meta, part),
+                                   f"non-finite value in node {gid} (new id)", field, float(value))
                 break
     fail_together(comm, error, graph.path)
 

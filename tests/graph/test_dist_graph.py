@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from hpcgnn.runtime.comm import FORCE_RMA_ENV
-from hpcgnn.runtime.errors import InputError
 from hpcgnn.testing.datasets import input_eids, make_dataset, oracle
 from hpcgnn.testing.graphs import clustered_graph
 
@@ -62,15 +61,6 @@ def test_node_split_is_disjoint_complete_and_even(nranks, comm, shared_tmp):
             owned = np.count_nonzero((mine >= g.local_nodes[0]) & (mine < g.local_nodes[1]))
             local_selected = expected[(expected >= g.local_nodes[0]) & (expected < g.local_nodes[1])]
             assert owned == min(len(local_selected), len(mine))
-
-
-@pytest.mark.mpi(sizes=(2,))
-def test_part_count_mismatch_is_a_clear_error(nranks, comm, shared_tmp):
-    from hpcgnn import DistGraph
-
-    path, _ = make_dataset(comm, shared_tmp, 3, name="three")
-    with pytest.raises(InputError, match=rf"num_parts.*3 parts but the job has {nranks} ranks"):
-        DistGraph(path, comm)
 
 
 def test_standalone_mode_without_mpirun(tmp_path):

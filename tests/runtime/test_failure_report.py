@@ -52,7 +52,7 @@ def test_a_dataset_every_rank_refuses_is_one_line(tmp_path):
     code, _, err = run_job(3, "-m", "hpcgnn.train", "--data", str(tmp_path / "ds"), "--epochs", "1")
     assert code == 2, err
     lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and "dataset has 2 parts but the job has 3 ranks" in lines[0], err
+    assert len(lines) == 1 and "dataset has 2 parts, which a job of 3 ranks cannot share evenly" in lines[0], err
 
 
 def entry_script(tmp_path, prog, body):

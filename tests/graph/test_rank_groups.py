@@ -1,0 +1,140 @@
+"""R ranks on a P-part dataset (R dividing P): each rank holds P / R consecutive parts as one
+shard, every read by global id equals the files', through shared memory and the RMA route;
+a rank count that does not divide the parts is one clear error; training on a many-part dataset
+equals one process's."""
+import os
+
+import numpy as np
+import pytest
+
+from hpcgnn.format import ondisk
+from hpcgnn.format.schema import ETYPE
+from hpcgnn.runtime.comm import FORCE_RMA_ENV
+from hpcgnn.runtime.errors import InputError
+from hpcgnn.testing.datasets import input_eids, make_dataset, oracle, partition_once
+from tests.prep.test_typed_partition import dense, typed_test_graph
+
+
+@pytest.mark.mpi(sizes=(1, 2, 4))
+@pytest.mark.parametrize("parts", [4, 12])
+def test_ranks_holding_several_parts_read_any_node(nranks, comm, shared_tmp, parts, monkeypatch):
+    from hpcgnn import DistGraph
+
+    path, graph = make_dataset(comm, shared_tmp, parts, num_nodes=600)
+    meta = ondisk.read_meta(path)
+    orig, indptr, indices = oracle(path)
+    edge_origin = input_eids(path)
+    group = parts // nranks
+    for route in ("shm", "rma"):
+        monkeypatch.setenv(FORCE_RMA_ENV, "1" if route == "rma" else "0")
+        with DistGraph(path, comm) as g:
+            assert np.array_equal(g.book.starts, meta["node_starts"][::group])
+            assert np.array_equal(g.edge_book.starts, meta["edge_starts"][::group])
+            start, end = g.local_nodes
+            first = comm.rank * group
+            assert (start, end) == (meta["node_starts"][first], meta["node_starts"][first + group])
+            # this rank's shard: its parts' rows in part order, one CSC over them
+            assert np.array_equal(g.orig_id, orig[start:end])
+            assert np.array_equal(g.indptr, indptr[start:end + 1] - indptr[start])
+            assert np.array_equal(g.indices, indices[indptr[start]:indptr[end]])
+            rng = np.random.default_rng(comm.rank)
+            for gids in (rng.integers(0, g.num_nodes, 300), np.arange(g.num_nodes), np.zeros(0, np.int64)):
+                for name in ("feat", "label", "train_mask"):
+                    assert np.array_equal(g.ndata[name].gather(gids), graph.ndata[name][orig[gids]]), (route, name)
+                offsets, src, eids = g.in_edges(gids)
+                assert np.array_equal(np.diff(offsets), indptr[gids + 1] - indptr[gids])
+                assert np.array_equal(src, np.concatenate([indices[indptr[v]:indptr[v + 1]] for v in gids])
+                                      if len(gids) else [])
+                assert np.array_equal(g.edata["weight"].gather(eids), graph.edata["weight"][edge_origin[eids]])
+
+
+@pytest.mark.mpi(sizes=(1, 2))
+def test_typed_shards_of_several_parts_read_by_type_id(nranks, comm, shared_tmp):
+    """A typed dataset of 4 parts: each type's ids stay numbered part by part, so a rank's parts
+    hold one contiguous range of every type's ids."""
+    from hpcgnn import DistGraph
+
+    graph = typed_test_graph()
+    path = partition_once(comm, shared_tmp, graph, 4, "typed-groups")
+    orig, _, _ = oracle(path)
+    edge_origin = input_eids(path)
+    group = 4 // nranks
+    with DistGraph(path, comm) as g:
+        rng = np.random.default_rng(comm.rank)
+        for node_type, fields in graph.typed_fields.items():
+            t = graph.schema.type_index(node_type)
+            count = g.layout.num_nodes_of(t)
+            for field, values in fields.items():
+                tensor = g.typed_ndata[node_type][field]
+                assert np.array_equal(tensor.book.starts, g.layout.type_starts[t][::group])
+                mine = np.arange(*tensor.book.part_range(comm.rank))
+                want = dense(values)[orig[g.layout.gids_of(t, mine)] - graph.type_offsets[t]]
+                assert np.array_equal(tensor.local, want)
+                for tids in (rng.integers(0, count, 200), np.arange(count)):
+                    want = dense(values)[orig[g.layout.gids_of(t, tids)] - graph.type_offsets[t]]
+                    assert np.array_equal(tensor.gather(tids), want), (node_type, field)
+        eids = np.arange(g.num_edges)
+        assert np.array_equal(g.edata[ETYPE].gather(eids), graph.edata[ETYPE][edge_origin[eids]])
+
+
+@pytest.mark.mpi(sizes=(2,))
+def test_a_rank_count_not_dividing_the_parts_is_one_clear_error(nranks, comm, shared_tmp):
+    from hpcgnn import DistGraph
+
+    path, _ = make_dataset(comm, shared_tmp, 3, name="three")
+    with pytest.raises(InputError, match=r"meta\.json: field 'num_parts': dataset has 3 parts, which a job "
+                                         r"of 2 ranks cannot share evenly .*one of 1, 3, .*\(value 3\)"):
+        DistGraph(path, comm)
+
+
+@pytest.mark.mpi(sizes=(1, 2))
+def test_a_bad_value_in_a_grouped_part_names_that_parts_file(nranks, comm, shared_tmp):
+    """Each part's values are checked on its own rows, so the error names the part holding them."""
+    import h5py
+
+    from hpcgnn import DistGraph
+
+    path, _ = make_dataset(comm, shared_tmp, 4, name="badlabel", num_nodes=300)
+    meta = ondisk.read_meta(path)
+    last = ondisk.part_path(path, meta, 3)
+    if comm.rank == 0:
+        with h5py.File(last, "r+") as h5:
+            label = h5["label"][()]
+            label[0] = 10_000_000
+            h5["label"][...] = label
+    comm.barrier()
+    with pytest.raises(InputError, match=rf"{os.path.basename(last)}: field 'label': .*\(value 10000000\)"):
+        DistGraph(path, comm)
+
+
+@pytest.mark.mpi(sizes=(1, 2))
+def test_training_on_a_many_part_dataset_equals_one_process(nranks, comm, shared_tmp):
+    """Full neighbourhoods, one batch per step: the ranks' averaged gradient is one process's, so
+    R ranks on a 4-part dataset train the parameters of one process on a 1-part dataset."""
+    from hpcgnn.prep.partition import partition_graph
+    from hpcgnn.testing.graphs import clustered_graph
+    from hpcgnn.training.config import parse_train_config
+    from hpcgnn.training.loop import run
+
+    graph = clustered_graph(num_nodes=400, avg_degree=6)
+    train = np.zeros(400, dtype=bool)
+    train[np.random.default_rng(1).choice(400, 80, replace=False)] = True
+    graph.ndata["train_mask"] = train
+    single, many = os.path.join(shared_tmp, "single"), os.path.join(shared_tmp, "many")
+    if comm.rank == 0:
+        partition_graph(graph, single, 1, "metis")
+        partition_graph(graph, many, 4, "metis")
+    comm.barrier()
+    common = ["--fanouts", "all,all", "--batch-size", "1000", "--dropout", "0", "--epochs", "3", "--lr", "0.01",
+              "--eval-every", "0", "--hidden", "8", "--no-progress", "--prefetch", "0"]
+    model, history = run(parse_train_config(["--data", many, *common]), comm)
+    reference = None
+    if comm.rank == 0:
+        ref_model, ref_history = run(parse_train_config(["--data", single, *common]), comm.Split(0, 0))
+        reference = ([p.detach().numpy().copy() for p in ref_model.parameters()], [h["loss"] for h in ref_history])
+    else:
+        comm.Split(1, 0)
+    reference = comm.bcast(reference, root=0)
+    assert np.allclose([h["loss"] for h in history], reference[1], rtol=1e-5, atol=1e-6)
+    for got, want in zip(model.parameters(), reference[0], strict=True):
+        assert np.allclose(got.detach().numpy(), want, rtol=1e-4, atol=1e-5)
