@@ -55,6 +55,7 @@ SECTIONS = {
     "gpu_profile": "One rank's GPU steps, profiled",
     "torch_kernels": "Torch kernels beside the compiled ones",
     "straggler": "Stragglers",
+    "elastic": "Elastic rank counts",
 }
 #: the fields every record must have
 REQUIRED = ("command", "commit", "date", "machine")

@@ -83,6 +83,11 @@ class PartGroup:
         """Local. Rows of dataset ``name`` in the shard."""
         return sum(self._row_counts(name))
 
+    def nbytes(self) -> int:
+        """Local. Bytes of every dataset of the shard, as held in memory once read."""
+        return sum(int(np.prod(shape)) * (dtype or part.dtype(name)).itemsize
+                   for part in self.parts for name, (shape, dtype) in part.expected().items())
+
     def dtype(self, name) -> np.dtype:
         """Local. A dtype holding every part's dataset ``name`` (parts narrow id arrays each alone)."""
         return np.result_type(*(part.dtype(name) for part in self.parts))

@@ -10,6 +10,7 @@ a world of one.
 from __future__ import annotations
 
 import os
+import socket
 from typing import NamedTuple
 
 import numpy as np
@@ -22,6 +23,7 @@ from hpcgnn.format.schema import ETYPE, TypeLayout
 from hpcgnn.runtime.collectives import fail_together
 from hpcgnn.runtime.comm import node_comm, world
 from hpcgnn.runtime.errors import InputError
+from hpcgnn.runtime.memory import available_memory
 from hpcgnn.runtime.progress import DEFAULT_INTERVAL_S, ProgressThread, spans_nodes
 from hpcgnn.runtime.resources import CollectiveResource
 from hpcgnn.store.dist_tensor import DistTensor
@@ -147,6 +149,7 @@ class DistGraph(CollectiveResource):
         except InputError as exc:
             error = exc
         fail_together(self.comm, error, self.path)
+        self._check_memory(part)
         read_errors = []
 
         def read(name, out):
@@ -177,6 +180,24 @@ class DistGraph(CollectiveResource):
             read_errors.extend(part.value_problems(self._loaded_arrays()))
         fail_together(self.comm, read_errors[0] if read_errors else None, self.path)
         sync_windows(self.comm, [self._indptr_win, self._indices_win])
+
+    def _check_memory(self, part):
+        """Collective over comm. Stop every rank, with one line naming this rank's parts and bytes,
+        when the ranks on some machine would together hold more than that machine has available
+        (before any window is allocated: a shard too large would otherwise end in the kernel's
+        out-of-memory kill)."""
+        need = part.nbytes()
+        on_machine = self._ncomm.allreduce(need)
+        have = self._ncomm.bcast(available_memory() if self._ncomm.rank == 0 else None, root=0)
+        error = None
+        if on_machine > have:
+            first, last = self.parts[0], self.parts[-1]
+            error = InputError(os.path.join(self.path, "meta.json"),
+                               f"rank {self.comm.rank} would hold parts {first}-{last} ({need / 2**30:.2f} GiB) and "
+                               f"the {self._ncomm.size} ranks on {socket.gethostname()} {on_machine / 2**30:.2f} GiB, "
+                               f"more than its {have / 2**30:.2f} GiB available: run on more machines (more ranks, "
+                               "fewer parts each)", "num_parts", self.meta["num_parts"])
+        fail_together(self.comm, error, self.path)
 
     def _typed_fields(self, read) -> dict:
         """``{type: {field: DistTensor}}`` of the per-type node fields (see the class docstring), each

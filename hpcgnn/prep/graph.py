@@ -23,6 +23,7 @@ import numpy as np
 
 from hpcgnn.format.fields import MASKS, UNLABELLED, check_finite, check_node_field
 from hpcgnn.runtime.errors import InputError
+from hpcgnn.runtime.memory import available_memory
 
 # Sparse ids: a node count implied by the largest id is refused when it is above both of
 # these: ``SPARSE_ID_MIN_NODES`` keeps small inputs (whose node arrays cost little) out of the
@@ -238,13 +239,6 @@ def as_index_array(where, field, values) -> np.ndarray:
     if values.dtype.kind == "u" and values.size and values.max() > np.iinfo(np.int64).max:
         raise InputError(where, "index too large", field, values.max().item())
     return values.astype(np.int64, copy=False)
-
-
-def available_memory() -> int:
-    """Local. Bytes of memory available to a new allocation without swapping (psutil's estimate)."""
-    import psutil  # deferred: only the readers need it
-
-    return int(psutil.virtual_memory().available)
 
 
 def check_memory(where, num_nodes, num_edges, field, value):

@@ -56,3 +56,21 @@ def assert_exchange_mode(comm, shared_tmp, flag, neutral, value):
                                    "--checkpoint-every", "1", "--checkpoint-dir", directory, *extra])
 
     assert_resume_bit_exact(comm, flags, shared_tmp, key)
+
+
+def one_process_reference(comm, single, flags):
+    """Collective over comm. Rank 0 alone trains the one-part dataset ``single`` with ``flags``
+    (``hpcgnn train`` arguments); every rank gets ``(flat parameters, per-epoch losses)``."""
+    import numpy as np  # deferred: as above
+    import torch  # deferred: as above
+
+    from hpcgnn.training.config import parse_train_config  # deferred: as above
+    from hpcgnn.training.loop import run  # deferred: as above
+
+    reference = None
+    alone = comm.Split(0 if comm.rank == 0 else 1, 0)
+    if comm.rank == 0:
+        model, history = run(parse_train_config(["--data", single, *flags]), alone)
+        params = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()
+        reference = (np.array(params), [h["loss"] for h in history])
+    return comm.bcast(reference, root=0)

@@ -30,7 +30,8 @@ seeds than it has cycles through its own, one given fewer trains a new part of i
 epoch, and the gradient is the plain mean of the ranks' batch means (unbiased when the parts
 hold equally many training seeds, noisier for a smaller batch).
 
-Each rank's cost is an exponential average over its windows, shares stay while none would move
+The run's first step, slowed on every rank alike by one-time costs, counts in no window. Each
+rank's cost is an exponential average over its windows, shares stay while none would move
 by more than a tenth, and a share moves by at most a factor of 2 per update, so noisy
 measurements of equally fast ranks leave the shares be.
 The shares follow the machine's timing, so a run is not reproducible from its seed. In
@@ -92,13 +93,17 @@ class StepBalancer:
         self.sizes = [plan.batch_size] * comm.size
         self.busy_s, self.seeds, self.step = 0.0, 0, 0  # the open window's sums; steps this epoch
         self._request = self._send = self._costs = self.cost = None
+        self._warm = False  # whether the run's first step, which no window counts, is behind us
 
     def observe(self, busy_s, seeds):
         """Collective over comm (a non-blocking Allgather every ``window`` calls, completed at the
         next call). One step's ``busy_s`` (its time less the gradient exchange) and ``seeds``.
         Every rank calls it at the same steps and applies new sizes at the same step."""
-        self.busy_s += busy_s
-        self.seeds += seeds
+        if self._warm:  # the run's first step carries one-time costs (allocations, first touches of
+            # the data, lazy set-up) that every rank pays alike: they would pull the costs together
+            self.busy_s += busy_s
+            self.seeds += seeds
+        self._warm = True
         self.step += 1
         self._apply()  # the window posted at the last call: in lockstep training it has arrived
         if self.step % self.window == 0:  # windows start with each epoch

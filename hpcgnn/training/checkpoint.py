@@ -39,15 +39,19 @@ import os
 import random
 import re
 import sys
+import tempfile
 
 import numpy as np
 import torch
 
-from hpcgnn.nn.dropout import dropout_state, set_dropout_state
+from hpcgnn.nn.dropout import dropout_state, seed_dropout, set_dropout_state
 from hpcgnn.runtime.collectives import fail_together
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.runtime.files import atomic_path, open_regular, write_error
+from hpcgnn.runtime.rng import derive_seed
 from hpcgnn.sampling import SAMPLERS, sampler_spec
+from hpcgnn.store.embedding import load_arrays, save_arrays
+from hpcgnn.store.reshard import reshard
 from hpcgnn.training.config import stored_config
 
 
@@ -165,18 +169,21 @@ def dataset_identity(graph, comm) -> dict:
     """Collective over comm. What ties a checkpoint to the dataset it was trained on.
 
     ``nodes`` fingerprints the numbering of the nodes (SHA-256 of the part boundaries and of
-    every node's original id in new-id order; each rank hashes its own rows): node-indexed
-    state is row ``i`` for node ``i`` of this numbering, and another partitioning of the same
-    graph numbers the nodes otherwise. ``dataset`` fingerprints the whole dataset: ``nodes``,
-    the edge counts and the part files' checksums that ``meta.json`` records. ``path``,
-    ``name`` and ``num_nodes`` are for messages.
+    every node's original id in new-id order, hashed part by part, so any rank count gives the
+    same): node-indexed state is row ``i`` for node ``i`` of this numbering, and another
+    partitioning of the same graph numbers the nodes otherwise. ``dataset`` fingerprints the
+    whole dataset: ``nodes``, the edge counts and the part files' checksums that ``meta.json``
+    records. ``path``, ``name`` and ``num_nodes`` are for messages.
     """
-    rows = hashlib.sha256(np.ascontiguousarray(graph.orig_id, dtype="<i8").tobytes()).hexdigest()
-    nodes = hashlib.sha256(json.dumps(["hpcgnn-nodes-1", graph.meta["node_starts"],
-                                       comm.allgather(rows)]).encode()).hexdigest()
-    parts = [part.get("sha256") for part in graph.meta.get("parts", [])]
+    parts = getattr(graph, "parts", range(comm.rank, comm.rank + 1))  # the parts this rank holds
+    bounds = np.asarray(graph.meta["node_starts"][parts.start:parts.stop + 1]) - graph.local_nodes[0]
+    ids = np.ascontiguousarray(graph.orig_id, dtype="<i8")
+    rows = [hashlib.sha256(ids[lo:hi].tobytes()).hexdigest() for lo, hi in zip(bounds[:-1], bounds[1:])]
+    every_part = [digest for held in comm.allgather(rows) for digest in held]
+    nodes = hashlib.sha256(json.dumps(["hpcgnn-nodes-1", graph.meta["node_starts"], every_part]).encode()).hexdigest()
+    checksums = [part.get("sha256") for part in graph.meta.get("parts", [])]
     whole = hashlib.sha256(json.dumps(["hpcgnn-dataset-1", nodes, graph.num_edges, graph.meta.get("edge_starts"),
-                                       parts]).encode()).hexdigest()
+                                       checksums]).encode()).hexdigest()
     return {"nodes": nodes, "dataset": whole, "path": os.path.abspath(graph.path), "name": str(graph.name),
             "num_nodes": int(graph.num_nodes)}
 
@@ -421,6 +428,14 @@ def _rng_state() -> dict:
             "python": random.getstate(), "dropout": plain(dropout_state())}
 
 
+def seed_rank_streams(seed, rank):
+    """Local. Seed this rank's torch, numpy, Python and dropout streams (distinct per rank)."""
+    torch.manual_seed(derive_seed(seed, "torch", rank))
+    np.random.seed(derive_seed(seed, "numpy", rank) % 2**32)
+    random.seed(derive_seed(seed, "python", rank))
+    seed_dropout(derive_seed(seed, "dropout", rank))
+
+
 def set_rng_state(state: dict):
     """Local. Continue every random stream from a state saved by :func:`_rng_state` (a GPU's stream
     when both the saving run and this one had one)."""
@@ -517,40 +532,97 @@ def resume_session(session, directory):
     A directory without a checkpoint (no ``latest``: the first start of a job that resumes
     whenever it is started, as a requeued SLURM job is) leaves ``session`` as it is.
 
-    Returns ``(epochs_done, history)``: ``(0, [])`` when there was nothing to resume.
+    A checkpoint written at another rank count (of the same dataset) resumes too: the model, its
+    optimizer, the epoch count and the history as saved, each rank's rows of the embeddings,
+    their optimizer state and VR-GCN's histories assembled from the saving ranks' shards
+    (:mod:`~hpcgnn.store.reshard`); the random streams start afresh from the run's seed and the
+    epoch, and the gradient exchange's per-rank state (compression residuals, pending stale
+    sums) starts empty. The batches then differ from an uninterrupted run's, as they must.
+
+    Returns ``(epochs_done, history, saved_ranks)``: ``(0, [], comm.size)`` when there was
+    nothing to resume.
     """
     comm = session.comm
     current = _session_view(session)
     # rank 0 decides, so that ranks never disagree on whether the run starts over
     if not comm.bcast(os.path.exists(os.path.join(directory, "latest")) if comm.rank == 0 else None, root=0):
-        return 0, []
+        return 0, [], comm.size
     # the same file on every rank, so a refusal here is raised by every rank alike
     path = latest_checkpoint(directory)
-    keys = _shape_keys(current["model"]) + DATASET_KEYS + ("ranks", "kind") + session.task.fit_keys
+    keys = _shape_keys(current["model"]) + DATASET_KEYS + ("kind",) + session.task.fit_keys
     state = load_checkpoint(path, current, keys)
     check_node_state(path, state, session.dataset, "hpcgnn train", warn=comm.rank == 0)  # alike on every rank
+    saved_ranks = saved_rank_count(path, state)
     try:
         session.model.load_state_dict(state["model"])
         session.optimizer.load_state_dict(state["optimizer"])
     except (RuntimeError, ValueError, KeyError, TypeError) as exc:
         raise InputError(path, f"checkpoint does not fit the model ({type(exc).__name__})") from None
-    if session.embedding is not None:
-        shard = rank_shard_path(directory, state["epoch"], comm.rank)
-        session.embedding.load(shard + ".emb.npz")  # collective: fails on every rank alike
-        error = None
-        try:
-            session.embed_optimizer.load(shard + ".opt.npz")
-        except InputError as exc:
-            error = exc
-        fail_together(comm, error, directory)  # never leave the other ranks waiting
-    if session.control is not None:
-        session.control.load(rank_shard_path(directory, state["epoch"], comm.rank) + ".vr.npz")
-    error = None
+    with shard_files(directory, state["epoch"], saved_ranks, comm) as shard_file:
+        if session.embedding is not None:
+            session.embedding.load(shard_file(session.embedding, ".emb.npz"))  # collective: fails on every rank alike
+            error = None
+            try:
+                session.embed_optimizer.load(shard_file(session.embed_optimizer, ".opt.npz"))
+            except InputError as exc:
+                error = exc
+            fail_together(comm, error, directory)  # never leave the other ranks waiting
+        if session.control is not None:
+            session.control.load(shard_file(session.control, ".vr.npz"))
+    _resume_streams(session, path, state, saved_ranks)
+    session.sync.resumed()  # collective: only once every rank has loaded its state
+    return state["epoch"], state["history"], saved_ranks
+
+
+def saved_rank_count(path, state) -> int:
+    """Local. The rank count that wrote the checkpoint ``state`` (one line naming ``path`` if unreadable)."""
+    ranks = state.get("ranks")
+    if not isinstance(ranks, int) or isinstance(ranks, bool) or ranks < 1 or len(state["rng"]) != ranks:
+        raise InputError(path, "malformed rank count (it must be a positive integer, one random state per rank)",
+                         "ranks", ranks)
+    return ranks
+
+
+def _resume_streams(session, path, state, saved_ranks):
+    """Collective over session.comm. Each rank's random streams and gradient-exchange state: its own
+    as saved at the same rank count, afresh from the seed and the epoch at another."""
+    comm, error = session.comm, None
     try:  # each rank reads its own entry, so only some ranks may find theirs malformed
-        set_rng_state(state["rng"][comm.rank])
-        session.sync.load_state((state.get("grad_residual") or [None] * comm.size)[comm.rank])
+        if saved_ranks == comm.size:
+            set_rng_state(state["rng"][comm.rank])
+            session.sync.load_state((state.get("grad_residual") or [None] * comm.size)[comm.rank])
+        else:
+            seed_rank_streams(derive_seed(session.config.seed, "resumed", state["epoch"]), comm.rank)
+            session.sync.load_state(None)
     except (RuntimeError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
         error = InputError(path, f"malformed random state of rank {comm.rank} ({type(exc).__name__})")
-    fail_together(comm, error, directory)
-    session.sync.resumed()  # collective: only once every rank has loaded its state
-    return state["epoch"], state["history"]
+    fail_together(comm, error, path)
+
+
+@contextlib.contextmanager
+def shard_files(directory, epoch, saved_ranks, comm):
+    """Collective over comm (each call of the function it yields). Yields ``shard_file(holder,
+    suffix)``: the path of this rank's ``suffix`` shard of the checkpoint after ``epoch``, for
+    ``holder`` (what saved it) to load. At the rank count that saved it, this rank's own file;
+    at another, one assembled in a temporary directory from the saving ranks' files: the rows
+    this rank now owns (:func:`~hpcgnn.store.reshard.reshard`). A shard that cannot be assembled
+    fails every rank together."""
+    if saved_ranks == comm.size:
+        yield lambda holder, suffix: rank_shard_path(directory, epoch, comm.rank) + suffix
+        return
+    with tempfile.TemporaryDirectory(prefix="hpcgnn-reshard-") as scratch:
+        def shard_file(holder, suffix):
+            out, error = os.path.join(scratch, "assembled" + suffix), None
+            try:
+                own = os.path.join(scratch, "own" + suffix)
+                holder.save(own)  # this rank's layout now: its rows' ranges and shapes
+                saved = [rank_shard_path(directory, epoch, rank) + suffix for rank in range(saved_ranks)]
+                save_arrays(out, reshard(load_arrays(own), saved))
+            except InputError as exc:
+                error = exc
+            except OSError as exc:
+                error = write_error(scratch, exc)
+            fail_together(comm, error, directory)
+            return out
+
+        yield shard_file

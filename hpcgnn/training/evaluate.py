@@ -24,8 +24,9 @@ from hpcgnn.training.checkpoint import (
     chosen_checkpoint,
     dataset_identity,
     load_checkpoint,
-    rank_shard_path,
+    saved_rank_count,
     settings_view,
+    shard_files,
 )
 from hpcgnn.training.config import EvaluateConfig, TrainConfig, stored_config
 from hpcgnn.training.device import place_rank
@@ -99,7 +100,9 @@ def evaluate_checkpoint(options: EvaluateConfig, comm) -> dict:
     if config.input.embed_dim:  # the learnable node embedding: this rank's shard beside the checkpoint
         embedding = DistEmbedding(graph.num_nodes, config.input.embed_dim, name=EMBEDDING_NAME, comm=comm,
                                   book=graph.book)
-        embedding.load(rank_shard_path(os.path.dirname(path), state["epoch"], comm.rank) + ".emb.npz")
+        # a checkpoint of another rank count: this rank's rows assembled from the saving ranks' shards
+        with shard_files(os.path.dirname(path), state["epoch"], saved_rank_count(path, state), comm) as shard_file:
+            embedding.load(shard_file(embedding, ".emb.npz"))
     outputs = InferenceOutputs(options.save_embeddings, options.embedding_layer, options.save_predictions,
                                len(model.layers), facts.kind, log)
     figures = task.evaluate(model, graph, config, options.batch_size, input_rows(graph, embedding),

@@ -298,7 +298,8 @@ def _train(config: TrainConfig, comm, fold=None, refit=None):
     cross_validating = bool(config.evaluation.refit_folds) and fold is not None
     session = open_session(config, comm, fold=fold)
     config = session.config  # with what the dataset decided (the metric)
-    first_epoch, history = resume_session(session, output.checkpoint_dir) if output.resume else (0, [])
+    first_epoch, history, saved_ranks = (resume_session(session, output.checkpoint_dir) if output.resume
+                                         else (0, [], comm.size))
     if output.checkpoint_dir:  # one dataset per directory; a new run's best is yet to come
         prepare_directory(session, output.checkpoint_dir, output.resume)
     session.loader.epoch = first_epoch
@@ -306,7 +307,8 @@ def _train(config: TrainConfig, comm, fold=None, refit=None):
     report.header(header_record(session, first_epoch))
     report.say(start_line(session))
     if output.resume:  # a requeued job says which of its starts this is
-        report.say(f"resumed from epoch {first_epoch} ({output.checkpoint_dir})" if first_epoch
+        ranks = f", {saved_ranks} ranks -> {comm.size} ranks" if saved_ranks != comm.size else ""
+        report.say(f"resumed from epoch {first_epoch} ({output.checkpoint_dir}{ranks})" if first_epoch
                    else f"nothing to resume in {output.checkpoint_dir}: starting at epoch 1")
     select = selection_key(config.evaluation.select, metric_key(config.evaluation.metric))
     stopper = EarlyStopping(select, config.evaluation.early_stop, history)

@@ -8,7 +8,6 @@ the random streams that must differ per rank (dropout, any torch/numpy draw) are
 from __future__ import annotations
 
 import os
-import random
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -19,7 +18,7 @@ from hpcgnn.format.schema import typed_field_name
 from hpcgnn.graph import DistGraph, fold_of_nodes
 from hpcgnn.graph.feature_scale import scale_features
 from hpcgnn.loading.device_stage import DeviceStage
-from hpcgnn.nn import as_block_tensors, seed_dropout
+from hpcgnn.nn import as_block_tensors
 from hpcgnn.runtime.collectives import broadcast_, fail_together
 from hpcgnn.runtime.comm import cores_per_rank
 from hpcgnn.runtime.errors import InputError
@@ -29,7 +28,7 @@ from hpcgnn.store import DistEmbedding, DistTensor, SparseAdam, float_rows
 from hpcgnn.store.partition_book import PartitionBook
 from hpcgnn.tasks import DatasetFacts, Task, task_named
 from hpcgnn.training.balance import StepBalancer
-from hpcgnn.training.checkpoint import dataset_identity
+from hpcgnn.training.checkpoint import dataset_identity, seed_rank_streams
 from hpcgnn.training.config import TrainConfig
 from hpcgnn.training.control_variate import ControlVariate
 from hpcgnn.training.device import Placement, place_rank
@@ -175,7 +174,7 @@ def open_session(config: TrainConfig, comm, fold=None) -> Session:
         embedding = DistEmbedding(graph.num_nodes, config.input.embed_dim, name=EMBEDDING_NAME, comm=comm,
                                   book=graph.book)
         embed_optimizer = SparseAdam([embedding], lr=config.input.embed_lr)
-    _seed_rank_streams(config.seed, comm.rank)
+    seed_rank_streams(config.seed, comm.rank)
     loss = task.build_loss(model, graph, config, facts)
     if getattr(loss, "weight", None) is not None:  # class weights, indexed by the labels on the device
         loss.weight = loss.weight.to(placement.device)
@@ -226,11 +225,3 @@ def thread_plan(prefetch, cores, gpu=False) -> tuple[int, int]:
     if threads.isdigit() and int(threads) > 0:
         return depth, int(threads)
     return depth, max(1, cores - (1 if depth else 0))
-
-
-def _seed_rank_streams(seed, rank):
-    """Local. Seed this rank's torch, numpy, Python and dropout streams (distinct per rank)."""
-    torch.manual_seed(derive_seed(seed, "torch", rank))
-    np.random.seed(derive_seed(seed, "numpy", rank) % 2**32)
-    random.seed(derive_seed(seed, "python", rank))
-    seed_dropout(derive_seed(seed, "dropout", rank))

@@ -12,6 +12,7 @@ from hpcgnn.format.schema import ETYPE
 from hpcgnn.runtime.comm import FORCE_RMA_ENV
 from hpcgnn.runtime.errors import InputError
 from hpcgnn.testing.datasets import input_eids, make_dataset, oracle, partition_once
+from hpcgnn.testing.training import one_process_reference
 from tests.prep.test_typed_partition import dense, typed_test_graph
 
 
@@ -128,13 +129,25 @@ def test_training_on_a_many_part_dataset_equals_one_process(nranks, comm, shared
     common = ["--fanouts", "all,all", "--batch-size", "1000", "--dropout", "0", "--epochs", "3", "--lr", "0.01",
               "--eval-every", "0", "--hidden", "8", "--no-progress", "--prefetch", "0"]
     model, history = run(parse_train_config(["--data", many, *common]), comm)
-    reference = None
-    if comm.rank == 0:
-        ref_model, ref_history = run(parse_train_config(["--data", single, *common]), comm.Split(0, 0))
-        reference = ([p.detach().numpy().copy() for p in ref_model.parameters()], [h["loss"] for h in ref_history])
-    else:
-        comm.Split(1, 0)
-    reference = comm.bcast(reference, root=0)
-    assert np.allclose([h["loss"] for h in history], reference[1], rtol=1e-5, atol=1e-6)
-    for got, want in zip(model.parameters(), reference[0], strict=True):
-        assert np.allclose(got.detach().numpy(), want, rtol=1e-4, atol=1e-5)
+    params, losses = one_process_reference(comm, single, common)
+    assert np.allclose([h["loss"] for h in history], losses, rtol=1e-5, atol=1e-6)
+    mine = np.concatenate([p.detach().numpy().reshape(-1) for p in model.parameters()])
+    assert np.allclose(mine, params, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.mpi(sizes=(2,))
+def test_shards_larger_than_the_machines_memory_stop_before_any_window(nranks, comm, shared_tmp, monkeypatch):
+    """The ranks of one machine would together hold more than it has available: one line naming
+    each rank's parts and bytes, on every rank, before a window is allocated."""
+    from hpcgnn import DistGraph
+
+    path, _ = make_dataset(comm, shared_tmp, 4, num_nodes=600)
+    monkeypatch.setattr("hpcgnn.graph.dist_graph.available_memory", lambda: 1000)
+    first = 2 * comm.rank
+    with pytest.raises(InputError, match=rf"meta\.json: field 'num_parts': rank {comm.rank} would hold parts "
+                                         rf"{first}-{first + 1} \(0\.00 GiB\) and the 2 ranks on \S+ 0\.00 GiB, more "
+                                         r"than its 0\.00 GiB available: run on more machines .*\(value 4\)"):
+        DistGraph(path, comm)
+    monkeypatch.setattr("hpcgnn.graph.dist_graph.available_memory", lambda: 10**12)
+    with DistGraph(path, comm) as g:
+        assert g.group == 2

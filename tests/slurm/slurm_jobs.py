@@ -199,7 +199,8 @@ def copies_of_one_rank_are_refused(cwd, graph):
 
 def test_a_training_job_near_its_time_limit_requeues_itself_and_resumes(slurm, graph, tmp_path):
     """SLURM's warning before the time limit (USR1 to the batch shell, sent here at once) makes
-    the job requeue itself; started again, the same command resumes from the latest checkpoint."""
+    the job requeue itself; started again on one task instead of two (as after losing a node),
+    the same command resumes from the latest checkpoint on one rank holding both parts."""
     start_cluster(_cluster["mpi_default"] or "pmi2")
     part = sbatch(tmp_path, JOBS / "partition.sbatch", "--ntasks=2", INPUT=graph, OUT="parts", PARTS=2)
     wait_for(part)
@@ -216,6 +217,7 @@ def test_a_training_job_near_its_time_limit_requeues_itself_and_resumes(slurm, g
     assert run(["scancel", "--batch", "--signal=USR1", train]).returncode == 0
     # a requeued job waits before it is eligible again (SLURM holds it ~2 minutes): start it now
     wait_for(train, until={"PENDING"} | FINAL_STATES)
+    assert run(["scontrol", "update", f"JobId={train}", "NumTasks=1"]).returncode == 0
     run(["scontrol", "update", f"JobId={train}", "StartTime=now"])
     fields = wait_for(train)[train]
     log = output(tmp_path, "hpcgnn-train", train)
@@ -226,6 +228,7 @@ def test_a_training_job_near_its_time_limit_requeues_itself_and_resumes(slurm, g
     assert "hpcgnn job: time limit near: requeueing job" in log, log
     resumed = [line for line in log.splitlines() if line.startswith("resumed from epoch ")]
     assert len(resumed) == 1 and 1 <= int(resumed[0].split()[3]) < epochs, log
+    assert resumed[0].endswith(", 2 ranks -> 1 ranks)"), resumed
     assert latest.read_text().strip() == f"epoch-{epochs:04d}.pt"
     final = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()][-1]
     assert final["epochs"] == epochs, final

@@ -77,6 +77,22 @@ def test_the_slower_rank_gets_the_smaller_batches_within_the_epoch(nranks, comm)
     assert balancer.settle() == [133, 67]  # nothing observed since: nothing changes
 
 
+@pytest.mark.mpi(sizes=(2,))
+def test_the_runs_first_step_does_not_count(nranks, comm):
+    """A first step slowed alike on every rank by one-time costs leaves the first window's shares
+    to the steps after it."""
+    from hpcgnn.loading.batch_plan import BatchPlan
+    from hpcgnn.training.balance import StepBalancer
+
+    plan = BatchPlan(np.arange(4000) + 10_000 * comm.rank, 100, comm)
+    balancer = StepBalancer(plan, comm, window=3)
+    per_seed = 0.002 if comm.rank == 1 else 0.001
+    balancer.observe(5.0 + per_seed * plan.batch_size, plan.batch_size)  # 5 s of start-up on both ranks
+    for _ in range(5):
+        balancer.observe(per_seed * plan.batch_size, plan.batch_size)
+    assert plan.batch_size == (133, 67)[comm.rank]
+
+
 def test_split_counts_are_proportional_integers_that_sum_to_the_total():
     from hpcgnn.loading.batch_plan import split_count
 

@@ -58,16 +58,11 @@ def test_full_neighbourhood_one_batch_equals_single_process(nranks, comm, shared
     comm.barrier()
     common = ["--fanouts", "all,all", "--batch-size", "1000", "--dropout", "0", "--epochs", "3", "--lr", "0.01",
               "--eval-every", "0", "--hidden", "8", "--no-progress", "--prefetch", "0"]
+    from hpcgnn.testing.training import one_process_reference
     from hpcgnn.training.config import parse_train_config
 
     model, history = run(parse_train_config(["--data", multi, *common]), comm)
-    reference = None
-    if comm.rank == 0:
-        ref_model, ref_history = run(parse_train_config(["--data", single, *common]), comm.Split(0, 0))
-        reference = (flat_params(ref_model), [h["loss"] for h in ref_history])
-    else:
-        comm.Split(1, 0)
-    reference = comm.bcast(reference, root=0)
+    reference = one_process_reference(comm, single, common)
     assert np.allclose([h["loss"] for h in history], reference[1], rtol=1e-5, atol=1e-6)
     assert np.allclose(flat_params(model), reference[0], rtol=1e-4, atol=1e-5)
     # step balance splits each step's seeds among the ranks by their speeds (here rank 0 taken as 3
