@@ -58,6 +58,22 @@ _one_world_with() {
 # Sets LAUNCH: the command prefix that starts $1 ranks as one MPI world. Inside SLURM srun does,
 # with the first PMI plugin of `srun --mpi=list` that works with this MPI; otherwise (and
 # outside SLURM) the MPI library's own mpiexec, which under SLURM starts its proxies with srun.
+# The tasks SLURM allocated to this start of the job: the sum of SLURM_TASKS_PER_NODE ("2(x3),1"
+# is 7). SLURM_NTASKS comes from the submission and keeps its count when a requeued job is given
+# fewer tasks; empty outside SLURM.
+job_tasks() {
+    local entry count times total=0 entries
+    [ -n "${SLURM_TASKS_PER_NODE:-}" ] || { echo "${SLURM_NTASKS:-}"; return; }
+    IFS=, read -ra entries <<<"$SLURM_TASKS_PER_NODE"
+    for entry in "${entries[@]}"; do
+        count=${entry%%(*}
+        times=1
+        if [[ $entry == *"(x"* ]]; then times=${entry#*(x}; times=${times%)}; fi
+        total=$((total + count * times))
+    done
+    echo "$total"
+}
+
 choose_launcher() {
     local ranks=$1 how=${MPI_LAUNCH:-auto} listed plugin
     if [ -z "${SLURM_JOB_ID:-}" ] || ! command -v srun >/dev/null; then
