@@ -9,6 +9,7 @@ a world of one.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 from typing import NamedTuple
@@ -18,7 +19,7 @@ import numpy as np
 from hpcgnn import _csr, _sample
 from hpcgnn.format import ondisk
 from hpcgnn.format.fields import MASKS
-from hpcgnn.format.part_group import open_group, parts_per_rank, shard_starts
+from hpcgnn.format.part_group import PartGroup, shard_node_starts, type_starts_at
 from hpcgnn.format.schema import ETYPE, TypeLayout
 from hpcgnn.runtime.collectives import fail_together
 from hpcgnn.runtime.comm import node_comm, world
@@ -45,16 +46,17 @@ class Neighbors(NamedTuple):
 
 
 class DistGraph(CollectiveResource):
-    """Collective over comm. Load this rank's parts of the dataset at ``path``: with R ranks on a
-    P-part dataset (R dividing P), rank r holds parts ``r * P/R`` to ``(r + 1) * P/R - 1`` as one
-    shard (:mod:`~hpcgnn.format.part_group`); with R = P, part r.
+    """Collective over comm. Load this rank's shard of the dataset at ``path``: with R ranks on a
+    P-part dataset, rank r holds parts ``r * P/R`` to ``(r + 1) * P/R - 1`` where R divides P (with
+    R = P, part r), else the r-th of R even ranges of the node ids, which may begin or end inside
+    a part (:mod:`~hpcgnn.format.part_group`).
 
     Parameters
     ----------
     path : str
         Dataset directory written by ``hpcgnn partition``.
     comm : MPI communicator, optional
-        Any number of ranks dividing the part count; default ``MPI.COMM_WORLD``.
+        Any number of ranks; default ``MPI.COMM_WORLD``.
     progress_interval : float, optional
         Seconds between the polls of a :class:`~hpcgnn.runtime.progress.ProgressThread`, which
         serves other ranks' reads of this rank's rows while it computes; 0 runs none. Default:
@@ -65,10 +67,8 @@ class DistGraph(CollectiveResource):
     num_nodes, num_edges : int
     book : PartitionBook
         Node ownership by rank (``book.owner(gids)``, ``book.to_local(gids)``): the shards' starts.
-    group : int
-        Parts each rank holds (P / R).
     parts : range
-        The parts this rank holds.
+        The parts this rank's shard touches (whole parts where the ranks divide them).
     edge_book : PartitionBook
         Edge ownership: rank r stores global edge ids ``[edge_book.starts[r], edge_book.starts[r+1])``.
     local_nodes : tuple of int
@@ -102,7 +102,7 @@ class DistGraph(CollectiveResource):
     typed_ndata : dict
         ``{type: {field: DistTensor}}``: the per-type node fields of a typed dataset (``feat`` of
         each type's own width), indexed by type id (``tids`` of :meth:`TypeLayout.type_ids`) and
-        sharded as the layout places each type (book ``layout.type_starts[t]``); empty for a
+        sharded as the shards hold each type (book: :func:`~hpcgnn.format.part_group.type_starts_at`); empty for a
         homogeneous dataset. ``label`` and the masks stay in ``ndata`` (global ids), and each
         edge's relation index is ``edata["etype"]``.
     """
@@ -111,45 +111,53 @@ class DistGraph(CollectiveResource):
         self.comm = comm if comm is not None else world()
         self.path = os.fspath(path)
         self.meta = ondisk.read_meta(self.path)
-        # each rank holds `group` consecutive parts as one shard: the books keep every group-th start
-        self.group = parts_per_rank(self.meta, self.comm.size, self.path)
-        self.parts = range(self.comm.rank * self.group, (self.comm.rank + 1) * self.group)
-        self.book = PartitionBook(shard_starts(self.meta["node_starts"], self.group))
+        # each rank holds one range of global ids: whole parts where the ranks divide them
+        self.book = PartitionBook(shard_node_starts(self.meta, self.comm.size))
         self.schema = ondisk.dataset_schema(self.meta)
         typed = self.meta.get("schema")
         self.layout = (TypeLayout.homogeneous(self.meta["node_starts"]) if typed is None
                        else TypeLayout(self.schema, typed["type_counts"]))
-        self.edge_book = PartitionBook(shard_starts(self.meta["edge_starts"], self.group))
         self.num_nodes = int(self.meta["num_nodes"])
         self.num_edges = int(self.meta["num_edges"])
         self.name = self.meta.get("graph_name", "graph")
         source = self.meta.get("source") or {}
         self.simple = bool(source.get("dedup") or source.get("symmetrize"))
-        rank = self.comm.rank
-        self.local_nodes = self.book.part_range(rank)
-        self.local_edges = self.edge_book.part_range(rank)
-        n_local = self.local_nodes[1] - self.local_nodes[0]
-        e_local = self.local_edges[1] - self.local_edges[0]
+        self.local_nodes = self.book.part_range(self.comm.rank)
         self._ncomm = node_comm(self.comm)
-        self._load_part(n_local, e_local)
+        part = self._open_shard()
+        self.parts = part.part_ids
+        # a shard's edges are one range of the global edge ids, beginning where its first node's do
+        self.edge_book = PartitionBook(self.comm.allgather(part.edge_start) + [self.num_edges])
+        self.local_edges = self.edge_book.part_range(self.comm.rank)
+        self._load_part(part, self.local_nodes[1] - self.local_nodes[0], self.local_edges[1] - self.local_edges[0])
         across_nodes = spans_nodes(self.comm, self._ncomm)
         self._halo = self._halo_offsets() if across_nodes else None
         if progress_interval is None:
             progress_interval = DEFAULT_INTERVAL_S if across_nodes else 0.0
         self.progress = ProgressThread(self.comm, progress_interval) if progress_interval > 0 else None
 
-    def _load_part(self, n_local, e_local):
-        """Collective over comm. Read this rank's part files into the windows (``ondisk.PartFile``: their
-        objects checked before any read, shapes against meta.json, checksums verified, then the
-        values read: :meth:`~hpcgnn.format.ondisk.PartFile.value_problems`). A bad part fails every
-        rank together, never one rank alone while the others wait in the next collective."""
+    def _open_shard(self):
+        """Collective over comm. This rank's parts, opened and checked (``ondisk.PartFile``: their
+        objects checked before any read, shapes against meta.json); a part that cannot be opened
+        fails every rank together, as does a shard larger than its machine's memory."""
         part = error = None
         try:
-            part = open_group(self.path, self.meta, self.comm.rank, self.group)
+            part = PartGroup(self.path, self.meta, *self.local_nodes)
         except InputError as exc:
             error = exc
         fail_together(self.comm, error, self.path)
-        self._check_memory(part)
+        try:
+            self._check_memory(part)
+        except InputError:
+            part.close()
+            raise
+        return part
+
+    def _load_part(self, part, n_local, e_local):
+        """Collective over comm. Read this rank's shard (``part``, a
+        :class:`~hpcgnn.format.part_group.PartGroup`) into the windows: checksums verified, then the
+        values read (:meth:`~hpcgnn.format.ondisk.PartFile.value_problems`). A bad part fails every
+        rank together, never one rank alone while the others wait in the next collective."""
         read_errors = []
 
         def read(name, out):
@@ -191,12 +199,12 @@ class DistGraph(CollectiveResource):
         have = self._ncomm.bcast(available_memory() if self._ncomm.rank == 0 else None, root=0)
         error = None
         if on_machine > have:
-            first, last = self.parts[0], self.parts[-1]
+            first, last = part.part_ids[0], part.part_ids[-1]
             error = InputError(os.path.join(self.path, "meta.json"),
                                f"rank {self.comm.rank} would hold parts {first}-{last} ({need / 2**30:.2f} GiB) and "
                                f"the {self._ncomm.size} ranks on {socket.gethostname()} {on_machine / 2**30:.2f} GiB, "
                                f"more than its {have / 2**30:.2f} GiB available: run on more machines (more ranks, "
-                               "fewer parts each)", "num_parts", self.meta["num_parts"])
+                               "fewer nodes each)", "num_parts", self.meta["num_parts"])
         fail_together(self.comm, error, self.path)
 
     def _typed_fields(self, read) -> dict:
@@ -204,7 +212,7 @@ class DistGraph(CollectiveResource):
         shard read from this rank's ``field@type`` dataset through ``read``."""
         typed = {}
         for name, (type_index, field, spec) in ondisk.typed_datasets(self.meta).items():
-            book = PartitionBook(shard_starts(self.layout.type_starts[type_index], self.group))
+            book = PartitionBook(type_starts_at(self.meta, self.layout, self.book.starts)[type_index])
             shape = (self.layout.num_nodes_of(type_index), *spec["shape"])
             typed.setdefault(self.schema.node_types[type_index], {})[field] = self._field(read, name, shape, spec, book)
         return typed
@@ -274,6 +282,24 @@ class DistGraph(CollectiveResource):
         """Local. Whether the dataset has several node types or relations, or per-type node fields:
         its first-layer inputs are then read per type (``typed_ndata``), not from ``ndata``."""
         return not self.schema.is_homogeneous or bool(self.typed_ndata)
+
+    def part_digests(self) -> list:
+        """Collective over comm. SHA-256 of every part's original node ids in new-id order, part by
+        part (the same at any rank count): the rank holding a part's first node hashes the part,
+        reading the rest of it from its file where the part runs past this rank's range."""
+        starts, (lo, hi) = self.meta["node_starts"], self.local_nodes
+        mine = []
+        for part in self.parts:
+            if not lo <= starts[part] < hi or starts[part] == starts[part + 1]:
+                continue  # an earlier rank holds its first node (or it has none)
+            if starts[part + 1] <= hi:
+                ids = self.orig_id[starts[part] - lo:starts[part + 1] - lo]
+            else:
+                ids = ondisk.read_part(self.path, self.meta, part, ["orig_id"])["orig_id"]
+            mine.append((part, hashlib.sha256(np.ascontiguousarray(ids, dtype="<i8").tobytes()).hexdigest()))
+        empty = hashlib.sha256(b"").hexdigest()
+        held = dict(pair for pairs in self.comm.allgather(mine) for pair in pairs)
+        return [held.get(part, empty) for part in range(self.meta["num_parts"])]
 
     def local_node_ids(self) -> np.ndarray:
         """Local. Global ids owned by this rank."""

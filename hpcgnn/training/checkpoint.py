@@ -175,11 +175,7 @@ def dataset_identity(graph, comm) -> dict:
     whole dataset: ``nodes``, the edge counts and the part files' checksums that ``meta.json``
     records. ``path``, ``name`` and ``num_nodes`` are for messages.
     """
-    parts = getattr(graph, "parts", range(comm.rank, comm.rank + 1))  # the parts this rank holds
-    bounds = np.asarray(graph.meta["node_starts"][parts.start:parts.stop + 1]) - graph.local_nodes[0]
-    ids = np.ascontiguousarray(graph.orig_id, dtype="<i8")
-    rows = [hashlib.sha256(ids[lo:hi].tobytes()).hexdigest() for lo, hi in zip(bounds[:-1], bounds[1:])]
-    every_part = [digest for held in comm.allgather(rows) for digest in held]
+    every_part = graph.part_digests()
     nodes = hashlib.sha256(json.dumps(["hpcgnn-nodes-1", graph.meta["node_starts"], every_part]).encode()).hexdigest()
     checksums = [part.get("sha256") for part in graph.meta.get("parts", [])]
     whole = hashlib.sha256(json.dumps(["hpcgnn-dataset-1", nodes, graph.num_edges, graph.meta.get("edge_starts"),

@@ -233,8 +233,8 @@ def start_line(session) -> str:
         sampling = describe()
     else:
         sampling = spec.describe(config.sampler.options) if spec.describe else f"sampler {spec.name}"
-    group = getattr(graph, "group", 1)  # parts each rank holds
-    ranks = f"{session.comm.size} ranks" + (f" of {group} parts each" if group > 1 else "")
+    parts = graph.meta.get("num_parts", session.comm.size)
+    ranks = f"{session.comm.size} ranks" + (f" on {parts} parts" if parts != session.comm.size else "")
     return (f"hpcgnn train: {graph.name} {graph.num_nodes:,} nodes {graph.num_edges:,} edges, {ranks}, "
             f"{model.model} {model.layers}x{model.hidden}, {sampling}, {len(session.loader)} steps/epoch, "
             f"{session.task.describe(config, session.facts)}, {precision_note(model.precision)}, "

@@ -1,13 +1,14 @@
-"""R ranks on a P-part dataset (R dividing P): each rank holds P / R consecutive parts as one
-shard, every read by global id equals the files', through shared memory and the RMA route;
-a rank count that does not divide the parts is one clear error; training on a many-part dataset
-equals one process's."""
+"""R ranks on a P-part dataset: each rank holds P / R consecutive parts as one shard where R
+divides P, else one of R even ranges of the node ids (beginning or ending inside a part); every
+read by global id equals the files', through shared memory and the RMA route; training on a
+many-part dataset equals one process's; a shard too large for its machine stops before loading."""
 import os
 
 import numpy as np
 import pytest
 
 from hpcgnn.format import ondisk
+from hpcgnn.format.part_group import shard_node_starts
 from hpcgnn.format.schema import ETYPE
 from hpcgnn.runtime.comm import FORCE_RMA_ENV
 from hpcgnn.runtime.errors import InputError
@@ -17,7 +18,7 @@ from tests.prep.test_typed_partition import dense, typed_test_graph
 
 
 @pytest.mark.mpi(sizes=(1, 2, 4))
-@pytest.mark.parametrize("parts", [4, 12])
+@pytest.mark.parametrize("parts", [3, 4, 12])
 def test_ranks_holding_several_parts_read_any_node(nranks, comm, shared_tmp, parts, monkeypatch):
     from hpcgnn import DistGraph
 
@@ -25,16 +26,19 @@ def test_ranks_holding_several_parts_read_any_node(nranks, comm, shared_tmp, par
     meta = ondisk.read_meta(path)
     orig, indptr, indices = oracle(path)
     edge_origin = input_eids(path)
-    group = parts // nranks
+    starts = shard_node_starts(meta, nranks)
+    if parts % nranks == 0:  # whole parts: every (P/R)-th part start
+        assert np.array_equal(starts, meta["node_starts"][::parts // nranks])
+    else:  # even ranges of the ids
+        assert np.abs(np.diff(starts) - 600 / nranks).max() < 1
     for route in ("shm", "rma"):
         monkeypatch.setenv(FORCE_RMA_ENV, "1" if route == "rma" else "0")
         with DistGraph(path, comm) as g:
-            assert np.array_equal(g.book.starts, meta["node_starts"][::group])
-            assert np.array_equal(g.edge_book.starts, meta["edge_starts"][::group])
+            assert np.array_equal(g.book.starts, starts)
+            assert np.array_equal(g.edge_book.starts, indptr[starts])  # a shard's edges follow its nodes
             start, end = g.local_nodes
-            first = comm.rank * group
-            assert (start, end) == (meta["node_starts"][first], meta["node_starts"][first + group])
-            # this rank's shard: its parts' rows in part order, one CSC over them
+            assert (start, end) == (starts[comm.rank], starts[comm.rank + 1])
+            # this rank's shard: its segments' rows in part order, one CSC over them
             assert np.array_equal(g.orig_id, orig[start:end])
             assert np.array_equal(g.indptr, indptr[start:end + 1] - indptr[start])
             assert np.array_equal(g.indices, indices[indptr[start]:indptr[end]])
@@ -47,19 +51,21 @@ def test_ranks_holding_several_parts_read_any_node(nranks, comm, shared_tmp, par
                 assert np.array_equal(src, np.concatenate([indices[indptr[v]:indptr[v + 1]] for v in gids])
                                       if len(gids) else [])
                 assert np.array_equal(g.edata["weight"].gather(eids), graph.edata["weight"][edge_origin[eids]])
+            # the dataset's fingerprint hashes the parts, not the shards
+            assert g.part_digests() == comm.bcast(g.part_digests(), root=0)
 
 
 @pytest.mark.mpi(sizes=(1, 2))
-def test_typed_shards_of_several_parts_read_by_type_id(nranks, comm, shared_tmp):
-    """A typed dataset of 4 parts: each type's ids stay numbered part by part, so a rank's parts
-    hold one contiguous range of every type's ids."""
+@pytest.mark.parametrize("parts", [3, 4])
+def test_typed_shards_of_several_parts_read_by_type_id(nranks, comm, shared_tmp, parts):
+    """A typed dataset: each type's ids are numbered in global id order, so a rank's range of ids
+    holds one contiguous range of every type's ids, also where it begins inside a part."""
     from hpcgnn import DistGraph
 
     graph = typed_test_graph()
-    path = partition_once(comm, shared_tmp, graph, 4, "typed-groups")
+    path = partition_once(comm, shared_tmp, graph, parts, "typed-groups")
     orig, _, _ = oracle(path)
     edge_origin = input_eids(path)
-    group = 4 // nranks
     with DistGraph(path, comm) as g:
         rng = np.random.default_rng(comm.rank)
         for node_type, fields in graph.typed_fields.items():
@@ -67,7 +73,9 @@ def test_typed_shards_of_several_parts_read_by_type_id(nranks, comm, shared_tmp)
             count = g.layout.num_nodes_of(t)
             for field, values in fields.items():
                 tensor = g.typed_ndata[node_type][field]
-                assert np.array_equal(tensor.book.starts, g.layout.type_starts[t][::group])
+                types, tids = g.layout.type_ids(np.arange(g.num_nodes))
+                below = [np.count_nonzero(types[:b] == t) for b in g.book.starts]  # type-t nodes before each shard
+                assert np.array_equal(tensor.book.starts, below)
                 mine = np.arange(*tensor.book.part_range(comm.rank))
                 want = dense(values)[orig[g.layout.gids_of(t, mine)] - graph.type_offsets[t]]
                 assert np.array_equal(tensor.local, want)
@@ -76,16 +84,6 @@ def test_typed_shards_of_several_parts_read_by_type_id(nranks, comm, shared_tmp)
                     assert np.array_equal(tensor.gather(tids), want), (node_type, field)
         eids = np.arange(g.num_edges)
         assert np.array_equal(g.edata[ETYPE].gather(eids), graph.edata[ETYPE][edge_origin[eids]])
-
-
-@pytest.mark.mpi(sizes=(2,))
-def test_a_rank_count_not_dividing_the_parts_is_one_clear_error(nranks, comm, shared_tmp):
-    from hpcgnn import DistGraph
-
-    path, _ = make_dataset(comm, shared_tmp, 3, name="three")
-    with pytest.raises(InputError, match=r"meta\.json: field 'num_parts': dataset has 3 parts, which a job "
-                                         r"of 2 ranks cannot share evenly .*one of 1, 3, .*\(value 3\)"):
-        DistGraph(path, comm)
 
 
 @pytest.mark.mpi(sizes=(1, 2))
@@ -109,9 +107,10 @@ def test_a_bad_value_in_a_grouped_part_names_that_parts_file(nranks, comm, share
 
 
 @pytest.mark.mpi(sizes=(1, 2))
-def test_training_on_a_many_part_dataset_equals_one_process(nranks, comm, shared_tmp):
+@pytest.mark.parametrize("parts", [3, 4])
+def test_training_on_a_many_part_dataset_equals_one_process(nranks, comm, shared_tmp, parts):
     """Full neighbourhoods, one batch per step: the ranks' averaged gradient is one process's, so
-    R ranks on a 4-part dataset train the parameters of one process on a 1-part dataset."""
+    R ranks on a 3- or 4-part dataset train the parameters of one process on a 1-part dataset."""
     from hpcgnn.prep.partition import partition_graph
     from hpcgnn.testing.graphs import clustered_graph
     from hpcgnn.training.config import parse_train_config
@@ -121,10 +120,10 @@ def test_training_on_a_many_part_dataset_equals_one_process(nranks, comm, shared
     train = np.zeros(400, dtype=bool)
     train[np.random.default_rng(1).choice(400, 80, replace=False)] = True
     graph.ndata["train_mask"] = train
-    single, many = os.path.join(shared_tmp, "single"), os.path.join(shared_tmp, "many")
+    single, many = os.path.join(shared_tmp, "single"), os.path.join(shared_tmp, f"many{parts}")
     if comm.rank == 0:
         partition_graph(graph, single, 1, "metis")
-        partition_graph(graph, many, 4, "metis")
+        partition_graph(graph, many, parts, "metis")
     comm.barrier()
     common = ["--fanouts", "all,all", "--batch-size", "1000", "--dropout", "0", "--epochs", "3", "--lr", "0.01",
               "--eval-every", "0", "--hidden", "8", "--no-progress", "--prefetch", "0"]
@@ -150,4 +149,33 @@ def test_shards_larger_than_the_machines_memory_stop_before_any_window(nranks, c
         DistGraph(path, comm)
     monkeypatch.setattr("hpcgnn.graph.dist_graph.available_memory", lambda: 10**12)
     with DistGraph(path, comm) as g:
-        assert g.group == 2
+        assert g.parts == range(first, first + 2)
+
+
+@pytest.mark.mpi(sizes=(2,))
+@pytest.mark.parametrize("negatives_kind", ["corrupt", "uniform"])
+def test_held_out_edges_follow_their_destination_into_the_shards(nranks, comm, shared_tmp, negatives_kind):
+    """A link dataset of 3 parts on 2 ranks: each rank holds the held-out edges whose destination it
+    owns, and together the ranks hold every part's, each once."""
+    from hpcgnn import DistGraph
+    from hpcgnn.testing.datasets import make_link_dataset
+
+    path, _ = make_link_dataset(comm, shared_tmp, 3, name=f"link-{negatives_kind}", negatives_kind=negatives_kind)
+    meta = ondisk.read_meta(path)
+    names = ondisk.link_arrays(meta)
+    with DistGraph(path, comm) as g:
+        for split in ondisk.LINK_SPLITS:
+            mine = dict(zip(names, g.link[split], strict=True))
+            assert ((mine["dst"] >= g.local_nodes[0]) & (mine["dst"] < g.local_nodes[1])).all()
+            everyone = comm.allgather(mine)
+            stored = [ondisk.read_part(path, meta, p) for p in range(3)]
+
+            def table(columns):  # one row per held-out edge: its source, destination, negatives
+                return np.unique(np.column_stack([np.asarray(c).reshape(len(c), -1) for c in columns]), axis=0)
+
+            want = table([np.concatenate([part[f"{ondisk.LINK_PREFIX}{split}_{name}"] for part in stored])
+                          for name in names])
+            got = table([np.concatenate([held[name] for held in everyone]) for name in names])
+            count = sum(len(held["dst"]) for held in everyone)
+            assert np.array_equal(got, want) and count == sum(len(part[f"{ondisk.LINK_PREFIX}{split}_dst"])
+                                                              for part in stored), split

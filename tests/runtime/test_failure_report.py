@@ -49,10 +49,12 @@ def test_a_dataset_every_rank_refuses_is_one_line(tmp_path):
     from hpcgnn.testing.graphs import clustered_graph
 
     partition_graph(clustered_graph(num_nodes=200), str(tmp_path / "ds"), 2, "random")
+    meta_path = tmp_path / "ds" / "meta.json"
+    meta_path.write_text(meta_path.read_text().replace('"num_parts": 2', '"num_parts": "two"'))
     code, _, err = run_job(3, "-m", "hpcgnn.train", "--data", str(tmp_path / "ds"), "--epochs", "1")
     assert code == 2, err
     lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and "dataset has 2 parts, which a job of 3 ranks cannot share evenly" in lines[0], err
+    assert len(lines) == 1 and "field 'num_parts': must be a positive integer" in lines[0], err
 
 
 def entry_script(tmp_path, prog, body):
