@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from hpcgnn.format import ondisk
+from hpcgnn.runtime.errors import InputError
 
 
 def shard_node_starts(meta: dict, ranks: int) -> np.ndarray:
@@ -48,6 +49,9 @@ class _Segment:
     def __init__(self, part, lo, hi):
         self.part, self.lo, self.hi = part, lo, hi
         offsets = [int(part.read("indptr", rows=slice(i, i + 1))[0]) for i in (lo, hi)]
+        if not 0 <= offsets[0] <= offsets[1] <= part.num_edges:  # read before the part's values are checked
+            raise InputError(part.path, f"offsets of nodes {lo} and {hi} must rise within the part's "
+                             f"{part.num_edges} edges", "indptr", offsets)
         self.edge_lo, self.edge_hi = offsets
         counts = (part.meta.get("schema") or {}).get("type_counts")
         self.type_offsets = np.concatenate([[0], np.cumsum(counts[part.part_id])]) if counts else None

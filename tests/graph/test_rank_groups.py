@@ -179,3 +179,23 @@ def test_held_out_edges_follow_their_destination_into_the_shards(nranks, comm, s
             count = sum(len(held["dst"]) for held in everyone)
             assert np.array_equal(got, want) and count == sum(len(part[f"{ondisk.LINK_PREFIX}{split}_dst"])
                                                               for part in stored), split
+
+
+def test_a_shard_boundary_inside_a_part_checks_the_offsets_it_cuts_at(tmp_path):
+    """A range beginning inside a part reads the part's CSC offsets there before the part's values
+    are checked: a corrupt offset is one line naming the file, not a wrong slice."""
+    import h5py
+
+    from hpcgnn.format.part_group import PartGroup
+    from hpcgnn.prep.partition import partition_graph
+    from hpcgnn.testing.graphs import clustered_graph
+
+    partition_graph(clustered_graph(num_nodes=200), str(tmp_path / "ds"), 2, "random")
+    meta = ondisk.read_meta(tmp_path / "ds")
+    middle = meta["node_starts"][1] // 2
+    with PartGroup(tmp_path / "ds", meta, middle, meta["node_starts"][2]) as shard:
+        assert shard.edge_start == int(ondisk.read_part(tmp_path / "ds", meta, 0)["indptr"][middle])
+    with h5py.File(ondisk.part_path(tmp_path / "ds", meta, 0), "r+") as h5:
+        h5["indptr"][middle] = 10**9
+    with pytest.raises(InputError, match=r"part-00000\.h5: field 'indptr': offsets of nodes \d+ and \d+ must rise"):
+        PartGroup(tmp_path / "ds", meta, middle, meta["node_starts"][2])
