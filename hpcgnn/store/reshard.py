@@ -15,6 +15,8 @@ every rank's file and is taken from the first.
 """
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
 from hpcgnn.runtime.errors import InputError
@@ -55,9 +57,21 @@ def reshard(template: dict, saved_paths) -> dict:
     rows = {p: {key: np.empty_like(template[key]) for key in _row_keys(template, p, wanted[p][1] - wanted[p][0])}
             for p in prefixes}
     filled = {p: wanted[p][0] for p in prefixes}  # the next row each range still needs
+    ranges = {}  # the saved files' ranges read so far, by index: each rank reads a few files, not all
+
+    def saved_range(index):
+        if index not in ranges:
+            ranges[index] = _saved_ranges(saved_paths[index], prefixes)
+        return ranges[index]
+
+    # the files' ranges rise with the rank: find the first file ending past the rows wanted
+    begin = min((bisect.bisect_right(range(len(saved_paths)), wanted[p][0], key=lambda i: saved_range(i)[p][1])
+                 for p in prefixes), default=0)
     result = {}
-    for index, path in enumerate(saved_paths):
-        saved = _saved_ranges(path, prefixes)
+    for index in [0] + list(range(max(begin, 1), len(saved_paths))):
+        if all(filled[p] == wanted[p][1] for p in prefixes) and index:
+            break  # every range is filled: the later files hold only later rows
+        path, saved = saved_paths[index], saved_range(index)
         overlapping = [p for p in prefixes if saved[p][0] < wanted[p][1] and saved[p][1] > wanted[p][0]]
         if index and not overlapping:
             continue  # the first file's other arrays are all that is needed of it

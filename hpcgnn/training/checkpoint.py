@@ -165,8 +165,8 @@ def chosen_checkpoint(path, latest=False) -> tuple[str, str]:
     return latest_checkpoint(path), "latest: the directory has no best (the run never evaluated)"
 
 
-def dataset_identity(graph, comm) -> dict:
-    """Collective over comm. What ties a checkpoint to the dataset it was trained on.
+def dataset_identity(graph) -> dict:
+    """Collective over graph.comm. What ties a checkpoint to the dataset it was trained on.
 
     ``nodes`` fingerprints the numbering of the nodes (SHA-256 of the part boundaries and of
     every node's original id in new-id order, hashed part by part, so any rank count gives the

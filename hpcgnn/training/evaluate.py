@@ -84,7 +84,7 @@ def evaluate_checkpoint(options: EvaluateConfig, comm) -> dict:
     config, facts = _saved_run(state, path, graph)
     scale_features(graph, config.input.feature_scale, where=path)  # as its training run saw them
     log(f"load {options.data}: {graph.num_nodes:,} nodes, {graph.num_edges:,} edges, {comm.size} ranks")
-    check_node_state(path, state, dataset_identity(graph, comm), "hpcgnn evaluate", warn=comm.rank == 0)
+    check_node_state(path, state, dataset_identity(graph), "hpcgnn evaluate", warn=comm.rank == 0)
     task = task_named(config.task.name)
     task.check_evaluation(graph, options.data, options)
     here = task.facts(graph, replace(config, input=replace(config.input, data=options.data)), comm)

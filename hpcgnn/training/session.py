@@ -186,7 +186,7 @@ def open_session(config: TrainConfig, comm, fold=None) -> Session:
                       config.optimizer.bucket_mb, config.optimizer.staleness, config.optimizer.average_every,
                       optimizer, config.optimizer.sync)
     return Session(comm, graph, loader, model, grads, optimizer, embedding, embed_optimizer, config, facts, task,
-                   loss, control, sync, dataset_identity(graph, comm),
+                   loss, control, sync, dataset_identity(graph),
                    dict(scaled, prefetch=prefetch, threads=threads, ranks=comm.size, device=str(placement.device),
                         gpus_shared_by=placement.sharing),
                    placement, staged(placement.device, loader),

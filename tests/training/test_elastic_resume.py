@@ -115,3 +115,20 @@ def test_row_shards_reassemble_at_any_split(tmp_path):
     np.savez(saved[1], **_shards([(4, 7)])[0])  # a gap: row 3 is in nobody's shard
     with pytest.raises(InputError, match=r"s1\.npz: field 'local_range': rows \[4, 7\) do not continue from row 3"):
         reshard(_shards([(0, 12)])[0], saved)
+
+
+def test_a_rank_reads_the_ranges_of_few_saved_files(tmp_path, monkeypatch):
+    """The first file (names, hyperparameters) and those holding its rows, found by bisection: not
+    every saving rank's file, which at thousands of ranks would be millions of opens in all."""
+    from hpcgnn.store import reshard as module
+
+    saved = []
+    for rank, shard in enumerate(_shards([(r, r + 1) for r in range(64)])):
+        saved.append(str(tmp_path / f"s{rank}.npz"))
+        np.savez(saved[-1], **shard)
+    opened = []
+    real = module._saved_ranges
+    monkeypatch.setattr(module, "_saved_ranges", lambda path, prefixes: opened.append(path) or real(path, prefixes))
+    got = reshard(_shards([(40, 43)])[0], saved)
+    assert np.array_equal(got["rows"], _shards([(40, 43)])[0]["rows"])
+    assert len(set(opened)) <= 1 + 3 * 6 + 3, len(set(opened))  # file 0, log2(64) probes per range kind, 3 holders
