@@ -121,6 +121,21 @@ def _log_softmax(logits) -> np.ndarray:
     return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
 
 
+def class_probabilities(logits, task) -> np.ndarray:
+    """Local. The rows' predicted probabilities, float64: softmax over the classes, or for a
+    multi-label task the sigmoid of each label's logit."""
+    if task == "multilabel":
+        return 1.0 / (1.0 + np.exp(-np.asarray(logits, dtype=np.float64)))
+    return np.exp(_log_softmax(logits))
+
+
+def logits_of(probabilities, task) -> np.ndarray:
+    """Local. Logits whose :func:`class_probabilities` are ``probabilities`` (clipped away from 0
+    and 1), so an average of several models' probabilities is scored as any model's logits."""
+    p = np.clip(np.asarray(probabilities, dtype=np.float64), 1e-12, 1.0 - 1e-12)
+    return np.log(p) - np.log1p(-p) if task == "multilabel" else np.log(p)
+
+
 def _node_losses_sum(logits, labels, task) -> float:
     """Local. The summed loss of the rows: cross-entropy per node, or binary cross-entropy with
     logits per (node, label) entry for a multi-label task."""

@@ -158,9 +158,11 @@ class EvaluationConfig:
                               "stratified by label; K runs each train on K-1 folds for --epochs epochs (or until "
                               "--early-stop), validating on the fold left out; of the counts whose mean --select "
                               "value is within one standard error of the best, the median wins; a "
-                              "last run trains that many epochs on all of them and reports its last epoch "
-                              "(hpcgnn.training.refit); 0: one run",
+                              "last run trains that many epochs on all of them (hpcgnn.training.refit); 0: one run",
                               type=Domain(int, ge=2, le=MAX_COUNT, special={0: "one run"}), metavar="K")
+    refit_predict: str = option("ensemble", "--refit-folds' test figures: ensemble scores the average of the "
+                                "class probabilities of the K fold models after the chosen count and the last "
+                                "run's model; last scores the last run's model alone", choices=("ensemble", "last"))
 
 
 @dataclass(frozen=True)

@@ -215,12 +215,12 @@ def average_buffers(model, comm):
 def evaluate_session(session: Session) -> dict:
     """Collective over session.comm. The task's full-neighbourhood figures on the validation and test
     sets (node classification: accuracy, loss and the run's metric on every split; link
-    prediction: every link metric), the collapse check's ``constant_share``, and their time."""
+    prediction: every link metric), the collapse check's ``constant_share``, and their time;
+    ``rows``: the output rows of this rank's nodes where the task gives them (not a record field)."""
     t0 = time.perf_counter()
     figures = session.task.evaluate(session.model, session.graph, session.config,
                                     session.config.evaluation.eval_batch_size, input_rows(session.graph,
                                                                                           session.embedding))
-    figures.pop("rows", None)
     return dict(figures, eval_time_s=time.perf_counter() - t0)
 
 
@@ -242,10 +242,11 @@ def start_line(session) -> str:
             + (f", {session.placement.note}" if session.device.type != "cpu" else ""))
 
 
-def train_epochs(session: Session, first_epoch, history, report, stopper):
+def train_epochs(session: Session, first_epoch, history, report, stopper, votes=None):
     """Collective over session.comm. The epochs from ``first_epoch`` on: train, evaluate when the
     schedule says, report, stop early, check for a collapsed model and checkpoint; ``history``
-    gains each epoch's record."""
+    gains each epoch's record. ``votes`` (``--refit-folds``' ensemble) keeps each evaluation's
+    output rows."""
     config, comm = session.config, session.comm
     output, epochs = config.output, config.optimizer.epochs
     schedule = EvalSchedule(config.evaluation.eval_every, epochs, first_epoch)
@@ -256,7 +257,11 @@ def train_epochs(session: Session, first_epoch, history, report, stopper):
             break
         record = train_epoch(session, epoch, show_progress=comm.rank == 0 and not output.no_progress)
         if schedule.due(epoch):
-            record.update(evaluate_session(session))
+            figures = evaluate_session(session)
+            rows = figures.pop("rows", None)
+            if votes is not None:
+                votes.keep(epoch + 1, rows, session)
+            record.update(figures)
             schedule.measured(comm, epoch, record["epoch_time_s"], record["eval_time_s"])
         history.append(record)
         report.epoch(record)
@@ -288,11 +293,11 @@ def run(config: TrainConfig, comm):
         return model, history
 
 
-def _train(config: TrainConfig, comm, fold=None, refit=None):
+def _train(config: TrainConfig, comm, fold=None, refit=None, votes=None):
     """Collective over comm. One run of :func:`run`, once the checkpoint directory is locked;
     returns ``(model, history, the record key it selects on)``. ``fold``: the fold a run of
     ``--refit-folds`` validates on (that run prints nothing); ``refit``: what the final record
-    of its last run adds."""
+    of its last run adds; ``votes``: its ensemble's side (:mod:`hpcgnn.training.refit`)."""
     started = time.perf_counter()
     output, epochs = config.output, config.optimizer.epochs
     cross_validating = bool(config.evaluation.refit_folds) and fold is not None
@@ -315,13 +320,16 @@ def _train(config: TrainConfig, comm, fold=None, refit=None):
     # closed on every rank at the end; on an error only this rank's clock stops (a caught error
     # must not leave a watchdog that aborts the process later)
     with Watchdog(comm, config.runtime.watchdog_s, "hpcgnn train"):
-        train_epochs(session, first_epoch, history, report, stopper)
+        train_epochs(session, first_epoch, history, report, stopper, votes)
     final = final_record(comm, history, epochs, run_time_s=time.perf_counter() - started,
                          metric=config.evaluation.metric)
-    report.final(dict(final, **selected(history, select), stopped_early=stopper.stopped,
-                      **({"refit": refit} if refit else {})))
+    final = dict(final, **selected(history, select), stopped_early=stopper.stopped,
+                 **({"refit": refit} if refit else {}))
+    if votes is not None:
+        final = votes.final(session, final)
+    report.final(final)
     if refit:
-        report.say(refit_line(refit))
+        report.say(refit_line(final["refit"]))
     if output.plot and comm.rank == 0:
         plot_history(history, output.plot)
     session.close()

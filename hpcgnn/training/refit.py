@@ -16,7 +16,19 @@ on the whole training set; this module does that with every labelled node valida
    (:func:`choose_epochs`);
 4. a last run trains that many epochs on every training and validation node, and its last epoch
    is the run's result. Its records, its checkpoints and its final line are the run's own; the
-   final record adds ``refit``: the folds, the chosen count and the mean validation curve.
+   final record adds ``refit``: the folds, the chosen count and the mean validation curve;
+5. with ``--refit-predict ensemble`` (the default) the run's test figures score the average of
+   K + 1 models' class probabilities: each fold's model after the chosen count of epochs and the
+   last run's model (the last run's own figures stay in its epoch records and under
+   ``refit.last_run``).
+
+Why average: the folds already trained K models of that count, each on four fifths of the
+labelled nodes, and one model's test accuracy over a small test set moves by whole nodes with
+the seed (AIFB: one of 36 entities is 2.8 points); the average of several models' probabilities
+is what any of them would predict where they agree and settles the nodes they dispute by their
+confidence, at no extra training. The folds' probabilities of this rank's test nodes are kept
+at every evaluated epoch (the count is chosen after the last fold), float32, bounded by
+:data:`VOTES_LIMIT_BYTES` per rank.
 
 Every run starts from the run seed, so the last run's first E epochs are those of any other run
 of E epochs on the same nodes. The cost is K + 1 runs: a protocol for labelled sets too small to
@@ -28,7 +40,12 @@ from dataclasses import replace
 
 import numpy as np
 
+from hpcgnn.runtime.errors import InputError
+from hpcgnn.tasks.metrics import class_probabilities, logits_of, split_metrics
 from hpcgnn.training.early_stop import LOSS_KEY
+
+#: what the folds' kept test probabilities may take on one rank
+VOTES_LIMIT_BYTES = 2 << 30
 
 
 def fold_config(config):
@@ -90,23 +107,86 @@ def choose_epochs(histories, key) -> tuple[int, list, list, float]:
 def refit_line(refit) -> str:
     """Local. The console line of the last run: the chosen count and how it was chosen."""
     key = refit["selected_by"]
-    return (f"refit: {refit['epochs']} epochs chosen by {refit['folds']}-fold cross-validation (mean {key} "
+    line = (f"refit: {refit['epochs']} epochs chosen by {refit['folds']}-fold cross-validation (mean {key} "
             f"{refit[f'mean_{key}']:.4f}); trained on every labelled node")
+    alone = refit.get("last_run", {}).get("test_acc")
+    if alone is not None:
+        line += (f"; test figures average the {refit['folds']} fold models and this run's (this run alone: "
+                 f"test_acc {alone:.4f})")
+    return line
+
+
+def test_probabilities(rows, session) -> np.ndarray:
+    """Local. Class probabilities of this rank's test nodes from the evaluation's output ``rows``."""
+    graph = session.graph
+    mask = graph.ndata["test_mask"].local.astype(bool) if "test_mask" in graph.ndata else np.zeros(len(rows), bool)
+    return class_probabilities(np.asarray(rows)[mask], session.facts.kind)
+
+
+class FoldVotes:
+    """Local. A cross-validation run's class probabilities of this rank's test nodes at every
+    evaluated epoch (:meth:`keep`, called by the loop after each evaluation), for the ensemble."""
+
+    def __init__(self, epochs):
+        self.epochs, self.by_epoch = int(epochs), {}
+
+    def keep(self, epoch, rows, session):
+        votes = test_probabilities(rows, session).astype(np.float32)
+        if not self.by_epoch and votes.nbytes * self.epochs > VOTES_LIMIT_BYTES:
+            raise InputError(None, f"keeping the fold models' test predictions would take "
+                             f"{votes.nbytes * self.epochs / 2**30:.1f} GiB on rank {session.comm.rank} "
+                             f"({votes.shape[0]:,} test nodes x {votes.shape[1]} outputs x {self.epochs} epochs); "
+                             "pass --refit-predict last", "--refit-predict", "ensemble")
+        self.by_epoch[epoch] = votes
+
+    def final(self, session, record) -> dict:
+        """Local. A fold's final record is not reported: as it is."""
+        return record
+
+
+class EnsembleVotes:
+    """The last run's side of ``--refit-predict ensemble``: ``fold_sum``, the folds' summed
+    probabilities of this rank's test nodes at the chosen count, joined by the last run's own."""
+
+    def __init__(self, fold_sum, folds):
+        self.fold_sum, self.folds, self.last = fold_sum, int(folds), None
+
+    def keep(self, epoch, rows, session):
+        """Local. The latest evaluation's probabilities (the last epoch's, once the run ends)."""
+        self.last = test_probabilities(rows, session)
+
+    def final(self, session, record) -> dict:
+        """Collective over session.comm. ``record`` (the last run's final record) with its test
+        figures those of the average, and the last run's own under ``refit.last_run``."""
+        mean = (self.fold_sum + self.last) / (self.folds + 1)
+        graph, kind = session.graph, session.facts.kind
+        mask = graph.ndata["test_mask"].local.astype(bool) if "test_mask" in graph.ndata else np.zeros(0, bool)
+        labels = graph.ndata["label"].local[mask] if mask.size else np.zeros(0, np.int64)
+        figures = split_metrics(logits_of(mean, kind), labels, kind, session.config.evaluation.metric, session.comm)
+        ensemble = {f"test_{key}": value for key, value in figures.items()}
+        refit = dict(record["refit"], last_run={key: record.get(key) for key in ensemble},
+                     averaged_models=self.folds + 1)
+        return dict(record, **ensemble, refit=refit)
 
 
 def run_refit(config, comm, train):
     """Collective over comm. ``--refit-folds``: the K cross-validation runs, then the last run on
     every labelled node for the chosen epoch count; returns the last run's ``(model, history)``.
 
-    ``train(config, comm, fold=..., refit=...)`` is the loop's one run (:func:`hpcgnn.training.loop.run`
-    less its checkpoint lock): ``fold`` is the held-out fold (None: the last run), ``refit`` what
-    the last run's final record adds.
+    ``train(config, comm, fold=..., refit=..., votes=...)`` is the loop's one run
+    (:func:`hpcgnn.training.loop.run` less its checkpoint lock): ``fold`` is the held-out fold
+    (None: the last run), ``refit`` what the last run's final record adds, ``votes`` what keeps
+    each evaluation's test probabilities and may rewrite the final record (:class:`FoldVotes`,
+    :class:`EnsembleVotes`; None with ``--refit-predict last``).
     """
     folds = config.evaluation.refit_folds
-    histories, fold_best, key = [], [], None
+    ensemble = config.evaluation.refit_predict == "ensemble"
+    histories, fold_best, key, fold_votes = [], [], None, []
     for fold in range(folds):
-        _, history, key = train(fold_config(config), comm, fold=fold)
+        votes = FoldVotes(config.optimizer.epochs) if ensemble else None
+        _, history, key = train(fold_config(config), comm, fold=fold, votes=votes)
         histories.append(history)
+        fold_votes.append(votes)
         best, value, _, _ = choose_epochs([history], key)
         fold_best.append(best)
         if comm.rank == 0:
@@ -114,7 +194,9 @@ def run_refit(config, comm, train):
     epochs, curve, loss_curve, error = choose_epochs(histories, key)
     summary = {"folds": folds, "selected_by": key, "rule": RULE, "epochs": epochs, "mean_curve": curve,
                "mean_loss_curve": loss_curve, "standard_error": error, "fold_best_epochs": fold_best,
-               f"mean_{key}": dict(curve)[epochs]}
+               f"mean_{key}": dict(curve)[epochs], "predict": config.evaluation.refit_predict}
     last = replace(config, optimizer=replace(config.optimizer, epochs=epochs))
-    model, history, _ = train(last, comm, fold=None, refit=summary)
+    votes = EnsembleVotes(sum(v.by_epoch[epochs] for v in fold_votes), folds) if ensemble else None
+    del fold_votes  # the other epochs' probabilities
+    model, history, _ = train(last, comm, fold=None, refit=summary, votes=votes)
     return model, history

@@ -115,7 +115,8 @@ FINAL_FIELDS = {
     "refit": "--refit-folds: folds, selected_by (the validation key), epochs (the count chosen, which this last run "
              "trained on every labelled node), mean_curve ([epoch, mean over the folds] of every epoch all folds "
              "evaluated), mean_loss_curve (the same of the validation loss, which breaks ties), fold_best_epochs, "
-             "mean_<key> at the chosen count",
+             "mean_<key> at the chosen count, predict (--refit-predict); with ensemble, averaged_models and "
+             "last_run (the last run's own test figures: the record's test_* are those of the average)",
 }
 #: the --metric keys an epoch's console line shows, when evaluated (link: the ranking metrics but hits)
 _METRIC_LINE_KEYS = tuple(f"{split}_{key}" for key in EXTRA_KEYS + ("auc", "ap", "mrr") for split in ("val", "test"))

@@ -1,6 +1,7 @@
 """--refit-folds: the folds are stratified, disjoint, cover the labelled nodes and do not depend on
 the rank count; the epoch count is the centre of the counts within one standard error of the best
-mean validation value over the folds; the last run trains that many epochs on every labelled node."""
+mean validation value over the folds; the last run trains that many epochs on every labelled node;
+its test figures are those of the average of the fold models' and its own class probabilities."""
 import json
 import os
 
@@ -114,6 +115,62 @@ def test_the_last_run_trains_the_chosen_epochs_on_every_labelled_node(nranks, co
         assert explain("refit", FINAL_FIELDS)
 
 
+class LastTestRows:
+    """The test's own reading of a run: the logits and labels of this rank's test nodes at the
+    run's last evaluation (the loop hands every evaluation's rows to a run's votes)."""
+
+    def keep(self, epoch, rows, session):
+        mask = session.graph.ndata["test_mask"].local.astype(bool)
+        self.logits = np.asarray(rows, dtype=np.float64)[mask]
+        self.labels = np.asarray(session.graph.ndata["label"].local)[mask]
+
+    def final(self, session, record):
+        return record
+
+
+def softmax(logits):
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.mpi(sizes=(1, 2))
+def test_the_ensemble_scores_the_mean_probabilities_of_the_fold_models_and_the_last_run(nranks, comm, shared_tmp):
+    from dataclasses import replace
+
+    from hpcgnn.testing.datasets import make_dataset
+    from hpcgnn.training.config import parse_train_config
+    from hpcgnn.training.loop import _train, run
+    from hpcgnn.training.refit import fold_config
+
+    path, _ = make_dataset(comm, shared_tmp, nranks, name="ensemble", num_nodes=300, p_inside=0.6)
+    metrics = os.path.join(shared_tmp, "ensemble.jsonl")
+    flags = ["--data", path, "--hidden", "8", "--fanouts", "3,3", "--batch-size", "1000", "--no-progress",
+             "--prefetch", "0", "--eval-every", "1", "--lr", "0.05", "--epochs", "8", "--refit-folds", "3"]
+    run(parse_train_config([*flags, "--metrics-file", metrics]), comm)
+    comm.Barrier()
+    with open(metrics) as fh:
+        final = [json.loads(line) for line in fh][-1]
+    chosen = final["refit"]["epochs"]
+    config = parse_train_config(flags)
+    config = replace(config, optimizer=replace(config.optimizer, epochs=chosen))
+    probabilities = []
+    for fold in range(3):  # each fold's model after the chosen count: a run of that many epochs
+        reading = LastTestRows()
+        _train(fold_config(config), comm, fold=fold, votes=reading)
+        probabilities.append(softmax(reading.logits))
+    reading = LastTestRows()
+    _train(config, comm, fold=None, votes=reading)  # the last run
+    alone = softmax(reading.logits)
+    mean = (sum(probabilities) + alone) / 4
+    rows = np.arange(len(reading.labels))
+    sums = comm.allreduce(np.array([(mean.argmax(1) == reading.labels).sum(), -np.log(mean[rows, reading.labels]).sum(),
+                                    (alone.argmax(1) == reading.labels).sum(), len(rows)], dtype=np.float64))
+    assert final["test_acc"] == pytest.approx(sums[0] / sums[3], abs=1e-12)
+    assert final["test_loss"] == pytest.approx(sums[1] / sums[3], rel=1e-5)  # the folds' are kept in float32
+    assert final["refit"]["last_run"]["test_acc"] == pytest.approx(sums[2] / sums[3], abs=1e-12)
+    assert final["refit"]["averaged_models"] == 4 and final["refit"]["predict"] == "ensemble"
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--task", "link"], "--task link trains on no node mask"),
     (["--resume", "--checkpoint-dir", "ck"], "train without --resume"),
@@ -129,3 +186,31 @@ def test_refusals_name_the_flag(tmp_path, extra, message):
     if message is not None:  # a fold count below 2 is argparse's refusal of the flag
         assert isinstance(caught.value, InputError) and "--refit-folds" in str(caught.value)
         assert message in str(caught.value)
+
+
+@pytest.mark.parametrize("kind", ["multiclass", "multilabel"])
+def test_averaged_probabilities_are_scored_through_logits_that_give_them_back(kind):
+    from hpcgnn.tasks.metrics import class_probabilities, logits_of
+
+    logits = np.random.default_rng(0).normal(size=(6, 3)) * 4
+    probabilities = class_probabilities(logits, kind)
+    if kind == "multiclass":
+        assert np.allclose(probabilities.sum(1), 1.0)
+    assert np.all((probabilities > 0) & (probabilities < 1))
+    assert np.allclose(class_probabilities(logits_of(probabilities, kind), kind), probabilities)
+
+
+def test_the_folds_predictions_are_refused_before_they_outgrow_the_limit(monkeypatch):
+    from types import SimpleNamespace
+
+    from hpcgnn.runtime.errors import InputError
+    from hpcgnn.training import refit
+
+    monkeypatch.setattr(refit, "VOTES_LIMIT_BYTES", 1 << 20)
+    test_mask = SimpleNamespace(local=np.ones(1000, dtype=np.int8))
+    session = SimpleNamespace(graph=SimpleNamespace(ndata={"test_mask": test_mask}),
+                              facts=SimpleNamespace(kind="multiclass"), comm=SimpleNamespace(rank=0))
+    refit.FoldVotes(epochs=60).keep(1, np.zeros((1000, 4)), session)  # 16 kB an epoch: 0.9 MiB in all
+    with pytest.raises(InputError) as caught:
+        refit.FoldVotes(epochs=70).keep(1, np.zeros((1000, 4)), session)
+    assert "--refit-predict" in str(caught.value) and "--refit-predict last" in str(caught.value)
