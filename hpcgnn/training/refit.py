@@ -159,14 +159,20 @@ class EnsembleVotes:
         """Collective over session.comm. ``record`` (the last run's final record) with its test
         figures those of the average, and the last run's own under ``refit.last_run``."""
         mean = (self.fold_sum + self.last) / (self.folds + 1)
+        ensemble, alone = (self._test_figures(session, probabilities) for probabilities in (mean, self.last))
+        refit = dict(record["refit"], last_run=alone, averaged_models=self.folds + 1)
+        return dict(record, **ensemble, refit=refit)
+
+    @staticmethod
+    def _test_figures(session, probabilities) -> dict:
+        """Collective over session.comm. ``test_<key>`` of every figure of the test split, scored
+        from this rank's test nodes' ``probabilities``."""
         graph, kind = session.graph, session.facts.kind
         mask = graph.ndata["test_mask"].local.astype(bool) if "test_mask" in graph.ndata else np.zeros(0, bool)
         labels = graph.ndata["label"].local[mask] if mask.size else np.zeros(0, np.int64)
-        figures = split_metrics(logits_of(mean, kind), labels, kind, session.config.evaluation.metric, session.comm)
-        ensemble = {f"test_{key}": value for key, value in figures.items()}
-        refit = dict(record["refit"], last_run={key: record.get(key) for key in ensemble},
-                     averaged_models=self.folds + 1)
-        return dict(record, **ensemble, refit=refit)
+        figures = split_metrics(logits_of(probabilities, kind), labels, kind, session.config.evaluation.metric,
+                                session.comm)
+        return {f"test_{key}": value for key, value in figures.items()}
 
 
 def run_refit(config, comm, train):

@@ -164,10 +164,12 @@ def test_the_ensemble_scores_the_mean_probabilities_of_the_fold_models_and_the_l
     mean = (sum(probabilities) + alone) / 4
     rows = np.arange(len(reading.labels))
     sums = comm.allreduce(np.array([(mean.argmax(1) == reading.labels).sum(), -np.log(mean[rows, reading.labels]).sum(),
-                                    (alone.argmax(1) == reading.labels).sum(), len(rows)], dtype=np.float64))
+                                    (alone.argmax(1) == reading.labels).sum(), len(rows),
+                                    -np.log(alone[rows, reading.labels]).sum()], dtype=np.float64))
     assert final["test_acc"] == pytest.approx(sums[0] / sums[3], abs=1e-12)
     assert final["test_loss"] == pytest.approx(sums[1] / sums[3], rel=1e-5)  # the folds' are kept in float32
     assert final["refit"]["last_run"]["test_acc"] == pytest.approx(sums[2] / sums[3], abs=1e-12)
+    assert final["refit"]["last_run"]["test_loss"] == pytest.approx(sums[4] / sums[3], rel=1e-9)
     assert final["refit"]["averaged_models"] == 4 and final["refit"]["predict"] == "ensemble"
 
 
