@@ -18,9 +18,9 @@ def main(argv=None):
     options = parse_evaluate_config(argv)
     comm = start_world()  # one world: never several one-rank copies writing the same embeddings
     keep_heap_memory()
-    watchdog = Watchdog(comm, options.watchdog_s, "hpcgnn evaluate")
-    accuracy = evaluate_checkpoint(options, comm)
-    watchdog.close()
+    # a context: a refused checkpoint must not leave a clock that ends the process later
+    with Watchdog(comm, options.watchdog_s, "hpcgnn evaluate"):
+        accuracy = evaluate_checkpoint(options, comm)
     if comm.rank == 0:
         print(" ".join(f"{k} {v:.4f}" for k, v in accuracy.items() if v is not None), flush=True)
     return 0

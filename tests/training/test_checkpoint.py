@@ -60,6 +60,9 @@ def plain_state(**changes):
 
 
 def test_a_checkpoint_whose_unpickling_runs_code_is_refused(tmp_path):
+    import threading
+
+    from hpcgnn.runtime import watchdog
     from hpcgnn.runtime.comm import world
     from hpcgnn.training.checkpoint import load_checkpoint
     from hpcgnn.training.loop import run
@@ -83,6 +86,9 @@ def test_a_checkpoint_whose_unpickling_runs_code_is_refused(tmp_path):
     assert_one_line_error(run_command("hpcgnn.evaluate", "--data", data, "--checkpoint", crafted / "epoch-0001.pt"),
                           "epoch-0001.pt", "refused")
     assert not marker.exists()
+    # the refused command left no watchdog behind: one would end this process when its clock ran out
+    assert watchdog._active is None
+    assert not [t for t in threading.enumerate() if t.name == "hpcgnn-watchdog"]
 
 
 def test_a_truncated_or_garbage_checkpoint_is_a_one_line_error(tmp_path):
