@@ -22,7 +22,7 @@ on the whole training set; this module does that with every labelled node valida
    last run's model (the last run's own figures stay in its epoch records and under
    ``refit.last_run``).
 
-Why average: the folds already trained K models of that count, each on four fifths of the
+Why average: the folds already trained K models of that count, each on (K - 1) / K of the
 labelled nodes, and one model's test accuracy over a small test set moves by whole nodes with
 the seed (AIFB: one of 36 entities is 2.8 points); the average of several models' probabilities
 is what any of them would predict where they agree and settles the nodes they dispute by their
@@ -116,11 +116,16 @@ def refit_line(refit) -> str:
     return line
 
 
+def owned_test_mask(graph) -> np.ndarray:
+    """Local. Which of this rank's nodes (of the labelled type) are test nodes."""
+    if "test_mask" in graph.ndata:
+        return graph.ndata["test_mask"].local.astype(bool)
+    return np.zeros(len(graph.ndata["label"].local), bool)
+
+
 def test_probabilities(rows, session) -> np.ndarray:
     """Local. Class probabilities of this rank's test nodes from the evaluation's output ``rows``."""
-    graph = session.graph
-    mask = graph.ndata["test_mask"].local.astype(bool) if "test_mask" in graph.ndata else np.zeros(len(rows), bool)
-    return class_probabilities(np.asarray(rows)[mask], session.facts.kind)
+    return class_probabilities(np.asarray(rows)[owned_test_mask(session.graph)], session.facts.kind)
 
 
 class FoldVotes:
@@ -168,8 +173,7 @@ class EnsembleVotes:
         """Collective over session.comm. ``test_<key>`` of every figure of the test split, scored
         from this rank's test nodes' ``probabilities``."""
         graph, kind = session.graph, session.facts.kind
-        mask = graph.ndata["test_mask"].local.astype(bool) if "test_mask" in graph.ndata else np.zeros(0, bool)
-        labels = graph.ndata["label"].local[mask] if mask.size else np.zeros(0, np.int64)
+        labels = graph.ndata["label"].local[owned_test_mask(graph)]
         figures = split_metrics(logits_of(probabilities, kind), labels, kind, session.config.evaluation.metric,
                                 session.comm)
         return {f"test_{key}": value for key, value in figures.items()}
