@@ -28,6 +28,7 @@ import time
 import numpy as np
 import torch
 
+from hpcgnn.loading.device_rows import BatchRows, ResidentRows, resident_ranges
 from hpcgnn.loading.typed_rows import TypedRows
 
 #: set to 1: stage batches through host buffers on the CPU too (what the GPU path does, minus the GPU)
@@ -97,6 +98,8 @@ def _batch_arrays(batch):
         yield feat.types
         yield from feat.positions.values()
         yield from feat.rows.values()
+    elif isinstance(feat, BatchRows):
+        yield from feat.arrays()
     else:
         yield feat
     yield batch.label
@@ -157,21 +160,44 @@ class DeviceStage:
         self.buffers = [HostBuffer(self.cuda), HostBuffer(self.cuda)] if self.active else []
         self.turn = 0
         self.copy_s = 0.0
+        #: the feature rows kept on the device (:mod:`hpcgnn.loading.device_rows`), if any
+        self.resident = None
         #: ``block_tensors(blocks, input_degree, device=, non_blocking=)``: the layers' view of the
         #: moved blocks, built in the copy stream (the model layer's adapter, passed in by the
         #: trainer: loading sits below the layers)
         self.block_tensors = block_tensors
 
+    @property
+    def resident_rows(self) -> int:
+        """Feature rows kept on the device (0: none)."""
+        return 0 if self.resident is None else self.resident.rows
+
+    def describe(self) -> str:
+        """Local. The start line's words for the rows kept on the device ('' when none)."""
+        if self.resident is None:
+            return ""
+        return f", {self.resident.rows:,} feature rows on the device ({self.resident.nbytes / 2**20:,.0f} MiB)"
+
     def reset(self):
         """Local. Zero the staging time (at the start of an epoch)."""
         self.copy_s = 0.0
 
-    def prepare(self, loader):
+    def prepare(self, loader, resident_bytes=0):
         """Local. On a GPU, have ``loader``'s fetch step gather feature rows straight into pinned
-        memory (:class:`~hpcgnn.loading.fetch.FieldFetch`), so they are not packed again here."""
+        memory (:class:`~hpcgnn.loading.fetch.FieldFetch`), so they are not packed again here;
+        with ``resident_bytes`` > 0 and an active stage, keep up to that many bytes of the
+        feature rows this rank reads without the network on the device
+        (:mod:`hpcgnn.loading.device_rows`), and have the fetch step hand over their slots."""
         fetch = getattr(loader, "fetch", None)
         if self.cuda and fetch is not None and hasattr(fetch, "pinned"):
             fetch.pinned = True
+        field = getattr(fetch, "feature", None)
+        if not (self.active and resident_bytes > 0 and field is not None and hasattr(fetch, "resident")):
+            return
+        row_bytes = 4 * int(np.prod(field.shape[1:], dtype=np.int64))  # kept as float32
+        ranges = resident_ranges(field.book, field.comm.rank, field.window.node_ranks, row_bytes, resident_bytes)
+        if ranges:
+            self.resident = fetch.resident = ResidentRows(field, ranges, self.device)
 
     def __call__(self, batches):
         """Local. An iterator over ``batches`` (a loader) with each batch on the device."""
@@ -224,6 +250,8 @@ class DeviceStage:
         if isinstance(feat, TypedRows):
             feat = TypedRows(put(feat.types), {t: put(at) for t, at in feat.positions.items()},
                              {t: put(rows) for t, rows in feat.rows.items()})
+        elif isinstance(feat, BatchRows):  # gathered here, from the rows kept on the device
+            feat = self.resident.assemble(feat, put)
         else:
             feat = put(feat)
         extra = {key: put(value) if isinstance(value, torch.Tensor) else value for key, value in batch.extra.items()}

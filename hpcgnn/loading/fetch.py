@@ -34,9 +34,14 @@ class FieldFetch:
         Gather the feature rows into pinned host memory (torch's caching host allocator, which
         reuses a buffer once the copy that read it is done): batches bound for a GPU are then
         copied there without another copy on the host (:mod:`hpcgnn.loading.device_stage`).
+    resident : ResidentRows or None
+        Rows of the feature field kept on the device (:mod:`hpcgnn.loading.device_rows`): a batch's
+        ``feat`` is then a :class:`~hpcgnn.loading.device_rows.BatchRows` that the device stage
+        completes there.
     """
 
     pinned = False
+    resident = None
 
     def __init__(self, graph, feature="feat", label="label", cache=None):
         self.feature = None if feature is None else graph.ndata[feature]
@@ -51,11 +56,16 @@ class FieldFetch:
 
     def __call__(self, batch):
         """Local. Fill ``batch.feat`` and ``batch.label``; returns the batch."""
-        if self.feature is not None:
-            batch.feat = float_rows(self._features(batch.input_gids), self.feature.encoding)
+        if self.resident is not None:
+            batch.feat = self.resident.split(batch.input_gids, self._float_features)
+        elif self.feature is not None:
+            batch.feat = self._float_features(batch.input_gids)
         if self.label is not None:
             batch.label = torch.from_numpy(self.label.gather(batch.seed_gids))
         return batch
+
+    def _float_features(self, gids) -> torch.Tensor:
+        return float_rows(self._features(gids), self.feature.encoding)
 
     def _features(self, gids):
         if self.cache is None:

@@ -191,10 +191,17 @@ class RuntimeConfig:
 
     device: str = option("cpu", "where the model computes: cuda puts the model, its optimizer state and every "
                          "batch's blocks, features and labels on one GPU per rank (the GPU of index local rank "
-                         "modulo visible GPUs; ranks may share one), while sampling and the feature gather stay on "
-                         "the CPU, the copy to the GPU overlapping the previous step (hpcgnn.training.device); the "
+                         "modulo visible GPUs; ranks may share one), while sampling stays on the CPU, the copy to "
+                         "the GPU overlapping the previous step (hpcgnn.training.device, --device-rows-mb); the "
                          "layers then take --kernels torch; auto: cuda where torch sees a GPU, else cpu",
                          choices=DEVICES)
+    device_rows_mb: float = option(-1, "per rank, with --device cuda: MB of feature rows kept on the GPU, the rows "
+                                   "the rank reads without the network (its own part first, then its node's other "
+                                   "parts), so a batch copies only their positions and gathers them there; 0: "
+                                   "none, every row gathered on the CPU and copied (hpcgnn.loading.device_rows)",
+                                   type=Domain(float, ge=0, le=MAX_MIB,
+                                               special={-1: "a quarter of the GPU's memory shared by the ranks on "
+                                                            "it"}), metavar="MB")
 
     prefetch: int = option(-1, "batches sampled ahead on a background thread (0: none; default: 2 when each rank "
                            "has a spare core, else 0, since the thread then only competes with the model)",

@@ -30,7 +30,11 @@ from hpcgnn.runtime.errors import InputError
 DEVICES = ("cpu", "cuda", "auto")
 
 __all__ = ["DEVICES", "Placement", "cuda_aware_mpi", "cuda_memory_peak_mib", "device_name", "place_rank",
-           "refuse_on_device"]
+           "refuse_on_device", "resident_bytes"]
+
+#: the share of a GPU's memory that ``--device-rows-mb`` by default gives to feature rows, split
+#: among the ranks that share the GPU (the rest holds the model, its batches and their activations)
+RESIDENT_SHARE = 0.25
 
 #: set to 0 or 1: whether the MPI library reads and writes GPU memory, instead of asking it
 CUDA_AWARE_ENV = "HPCGNN_CUDA_AWARE_MPI"
@@ -148,3 +152,14 @@ def cuda_memory_peak_mib(device) -> float:
     if device.type != "cuda":
         return 0.0
     return torch.cuda.max_memory_allocated(device) / 2**20
+
+
+def resident_bytes(placement, mb) -> int:
+    """Local. The bytes of feature rows this rank keeps on its device (``--device-rows-mb mb``;
+    -1: :data:`RESIDENT_SHARE` of its GPU's memory over the ranks sharing it, none on the CPU)."""
+    if mb >= 0:
+        return int(mb * 2**20)
+    if not placement.cuda:
+        return 0
+    total = torch.cuda.get_device_properties(placement.device).total_memory
+    return int(RESIDENT_SHARE * total / max(placement.sharing, 1))

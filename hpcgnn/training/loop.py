@@ -239,7 +239,8 @@ def start_line(session) -> str:
             f"{model.model} {model.layers}x{model.hidden}, {sampling}, {len(session.loader)} steps/epoch, "
             f"{session.task.describe(config, session.facts)}, {precision_note(model.precision)}, "
             f"prefetch {session.decided['prefetch']}, {session.decided['threads']} torch threads per rank"
-            + (f", {session.placement.note}" if session.device.type != "cpu" else ""))
+            + (f", {session.placement.note}" if session.device.type != "cpu" else "")
+            + (session.stage.describe() if session.stage is not None else ""))
 
 
 def train_epochs(session: Session, first_epoch, history, report, stopper, votes=None):

@@ -148,7 +148,8 @@ def header_record(session, first_epoch) -> dict:
             "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "first_epoch": first_epoch + 1,
             "config": session.config.as_dict(),
-            "settings": dict(session.config.flat(), in_dim=facts["in_dim"], kind=facts["kind"], **session.decided),
+            "settings": dict(session.config.flat(), in_dim=facts["in_dim"], kind=facts["kind"], **session.decided,
+                             device_rows=session.stage.resident_rows if session.stage is not None else 0),
             "dataset": dataset, "fields": {"epoch": EPOCH_FIELDS, "final": FINAL_FIELDS}}
 
 

@@ -31,7 +31,7 @@ from hpcgnn.training.balance import StepBalancer
 from hpcgnn.training.checkpoint import dataset_identity, seed_rank_streams
 from hpcgnn.training.config import TrainConfig
 from hpcgnn.training.control_variate import ControlVariate
-from hpcgnn.training.device import Placement, place_rank
+from hpcgnn.training.device import Placement, place_rank, resident_bytes
 from hpcgnn.training.gradsync import FlatGradients, GradientSync, build_sync
 from hpcgnn.training.optim import EagerAdam
 
@@ -189,15 +189,16 @@ def open_session(config: TrainConfig, comm, fold=None) -> Session:
                    loss, control, sync, dataset_identity(graph),
                    dict(scaled, prefetch=prefetch, threads=threads, ranks=comm.size, device=str(placement.device),
                         gpus_shared_by=placement.sharing),
-                   placement, staged(placement.device, loader),
+                   placement, staged(placement, loader, runtime.device_rows_mb),
                    balancer)
 
 
-def staged(device, loader) -> DeviceStage:
-    """Local. The stage that moves ``loader``'s batches to ``device`` (the identity on the CPU)."""
+def staged(placement, loader, device_rows_mb) -> DeviceStage:
+    """Local. The stage that moves ``loader``'s batches to the rank's device (the identity on the
+    CPU), with the feature rows ``--device-rows-mb`` keeps there."""
     # matrices are built on first use, on the device by the stream that computes (no host work)
-    stage = DeviceStage(device, as_block_tensors)
-    stage.prepare(loader)
+    stage = DeviceStage(placement.device, as_block_tensors)
+    stage.prepare(loader, resident_bytes(placement, device_rows_mb))
     return stage
 
 

@@ -64,6 +64,88 @@ def test_the_device_stage_leaves_the_losses_unchanged(nranks, comm, shared_tmp, 
     assert all(h["phases_s"]["copy"][1] == 0 for h in plain)
 
 
+@pytest.mark.mpi(sizes=(1, 2, 4))
+@pytest.mark.parametrize("budget,force_rma", [("100", "0"), ("100", "1"), ("0.002", "0")],
+                         ids=["node-rows", "own-part-only", "cut-by-budget"])
+def test_rows_kept_on_the_device_leave_the_losses_unchanged(nranks, comm, shared_tmp, budget, force_rma,
+                                                            monkeypatch):
+    """Batches gathered from the rows kept on the device (every node row; only the rank's own part
+    when every rank is its own node; a budget that cuts a part) give the same losses, bit for bit,
+    as batches gathered on the host, and the gather left to the host shrinks."""
+    import json
+
+    from hpcgnn.loading.device_stage import STAGE_ENV
+    from hpcgnn.training.loop import run
+
+    path, _ = make_dataset(comm, shared_tmp, nranks, num_nodes=400)
+    monkeypatch.setenv(STAGE_ENV, "1")
+    monkeypatch.setenv("HPCGNN_FORCE_RMA", force_rma)
+    runs = {}
+    for mb in ("0", budget):
+        metrics = os.path.join(shared_tmp, f"rows_{mb}.jsonl")
+        _, history = run(args(path, "--kernels", "torch", "--device-rows-mb", mb, "--metrics-file", metrics), comm)
+        with open(metrics) as fh:
+            header = json.loads(fh.readline())
+        runs[mb] = history, header["settings"]["device_rows"], header["dataset"]["num_nodes"]
+    (host, none_kept, _), (kept_run, kept, num_nodes) = runs["0"], runs[budget]
+    assert none_kept == 0
+    assert losses(kept_run) == losses(host)
+    assert kept_run[-1]["test_acc"] == host[-1]["test_acc"]
+    if budget == "0.002":  # 65 rows of the 8 float32 features: less than a part at 4 ranks
+        assert 0 < kept < num_nodes / nranks
+    elif force_rma == "1" and nranks > 1:
+        assert 0 < kept < num_nodes
+    else:
+        assert kept == num_nodes
+
+
+def test_resident_ranges_take_the_own_part_first_then_the_node_in_order():
+    from hpcgnn.loading.device_rows import resident_ranges
+    from hpcgnn.store.partition_book import PartitionBook
+
+    book = PartitionBook([0, 10, 30, 35, 50])  # parts of 10, 20, 5 and 15 rows
+    every = np.arange(4)
+    assert resident_ranges(book, 1, every, 4, 10**6) == [(0, 50)]  # all, merged into one range
+    assert resident_ranges(book, 2, every, 4, 4 * 25) == [(0, 20), (30, 35)]  # parts 2, 0, 1 cut
+    assert resident_ranges(book, 2, every, 4, 4 * 4) == [(30, 34)]  # the own part, cut
+    assert resident_ranges(book, 3, np.array([3]), 4, 10**6) == [(35, 50)]  # alone on its node
+    assert resident_ranges(book, 0, every, 4, 0) == []
+
+
+@pytest.mark.parametrize("encoding", [None, "bfloat16"])
+def test_resident_rows_assemble_a_batch_as_the_host_gather_does(encoding):
+    """Rows kept in several ranges, repeated and missing ids: the assembled batch equals the rows
+    gathered directly, and only the missing ids are gathered on the host."""
+    from hpcgnn.loading.device_rows import ResidentRows
+    from hpcgnn.store import float_rows
+
+    rng = np.random.default_rng(0)
+    values = rng.standard_normal((60, 3)).astype(np.float32)
+    stored = values.view(np.uint32) >> 16 if encoding else values
+
+    class Field:
+        shape, encoding = (60, 3), None
+
+        def gather(self, gids):
+            return stored[np.asarray(gids)].astype(np.uint16) if encoding else stored[np.asarray(gids)]
+
+    field = Field()
+    field.encoding = encoding
+    kept = ResidentRows(field, [(5, 12), (20, 31), (40, 41)], torch.device("cpu"))
+    assert kept.rows == 7 + 11 + 1
+    asked = []
+
+    def host(gids):
+        asked.append(np.asarray(gids))
+        return float_rows(field.gather(gids), encoding)
+
+    for gids in (np.array([5, 30, 40, 6, 6, 21]), np.array([0, 25, 59, 11, 41, 40, 12, 5, 19])):
+        rows = kept.split(gids, host)
+        got = kept.assemble(rows, lambda t: t.clone())
+        assert torch.equal(got, float_rows(field.gather(gids), encoding))
+    assert len(asked) == 1 and asked[0].tolist() == [0, 59, 41, 12, 19]
+
+
 def test_the_stage_hands_over_each_batch_once_in_order(monkeypatch):
     """One step ahead: batch i is handed over after batch i + 1 was sent, none lost or repeated,
     and its arrays are copies (the loader's own batch is left as it was)."""
