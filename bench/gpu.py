@@ -8,8 +8,14 @@ the medium RMAT graph (1M nodes, 25M generated edges, about 46.5M once symmetriz
 Rows, side by side:
 
 - hpcgnn on the CPUs: as many ranks as cores (``--cpu-ranks``), fp32 and bf16;
-- hpcgnn ``--device cuda`` at several rank counts sharing the one GPU (``--gpu-ranks``: 1, 4, 8,
-  16), fp32, then bf16 at the rank count that was fastest in fp32;
+- hpcgnn ``--device cuda`` at several rank counts sharing the one GPU (``--gpu-ranks``: 16, 8,
+  4, 1), fp32, then bf16 at the rank count that was fastest in fp32; by default each rank keeps
+  the feature rows of its node on the GPU (``--device-rows-mb``);
+- the same at the fastest count with ``--device-rows-mb 0``: every feature row gathered on the
+  CPU and copied, as before the rows were kept on the GPU;
+- the same under NVIDIA MPS at each count (the ranks' kernels in one GPU context instead of
+  taking turns), where ``nvidia-cuda-mps-control`` starts a daemon of the benchmark's own
+  (``--no-mps``: none);
 - a plain single-GPU PyTorch loop written here (graph, features and labels on the GPU, uniform
   sampling with replacement by torch ops, the same SAGE 2x256 (mean aggregator), fanouts, batch,
   Adam and dropout): what naive GPU code does.
@@ -39,6 +45,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -55,6 +62,10 @@ HIDDEN, BATCH, LR, DROPOUT = 256, 1000, 0.003, 0.5
 MODEL = ["--model", "sage", "--hidden", str(HIDDEN), "--fanouts", ",".join(map(str, FANOUTS)), "--batch-size",
          str(BATCH), "--lr", str(LR), "--dropout", str(DROPOUT), "--eval-every", "0", "--no-progress"]
 PHASES = ("sample", "gather", "copy", "compute", "allreduce", "wait")
+#: a run that takes longer is stopped and its row says so (the table goes on)
+RUN_TIMEOUT_S = 180
+#: a client's first computation under MPS (prints 4.0)
+PROBE = "import torch; print(float(torch.ones(4, device='cuda').sum()))"
 
 
 def mpiexec() -> str:
@@ -64,6 +75,27 @@ def mpiexec() -> str:
     if found is None:
         sys.exit("no mpiexec beside this Python or on PATH (pip install mpich)")
     return found
+
+
+def check_launcher():
+    """Exit at once, in one line, unless ``mpiexec -n 2`` starts one MPI job of 2 ranks within 60 s
+    (a launcher of another MPI than the one mpi4py loads starts independent copies, and a broken
+    one can hang until each run's timeout): minutes of a borrowed GPU machine are not spent on
+    runs that cannot start."""
+    probe = [mpiexec(), "-n", "2", sys.executable, "-c",
+             "import sys; from mpi4py import MPI; sys.stdout.write(f'{MPI.COMM_WORLD.size} '"
+             "f'{MPI.Get_library_version().splitlines()[0]}' + chr(10))"]  # one write: ranks' lines stay whole
+    try:
+        done = subprocess.run(probe, capture_output=True, text=True, timeout=60, env=common.serial_env())
+        lines = done.stdout.strip().splitlines()
+        ok = done.returncode == 0 and len(lines) == 2 and all(line.startswith("2 ") for line in lines)
+        said = (done.stdout + done.stderr).strip().replace("\n", " | ")[:300]
+    except subprocess.TimeoutExpired:
+        ok, said = False, "no answer in 60 s"
+    if not ok:
+        sys.exit(f"bench/gpu.py: '{probe[0]} -n 2' did not start one 2-rank MPI job ({said}): use the mpiexec of "
+                 "the MPI mpi4py loads (MPI4PY_MPIABI / MPI4PY_LIBMPI choose it for mpi4py's wheel)")
+    print(f"# launcher: {lines[0].split(' ', 1)[1]}", flush=True)
 
 
 class GpuMonitor:
@@ -132,16 +164,19 @@ def partition_all(graph, counts):
     return out
 
 
-def hpcgnn_run(parts, ranks, precision, device, epochs, gpu):
-    """One hpcgnn training run; its row's figures."""
-    metrics = os.path.join(common.WORK, f"gpu_{os.path.basename(parts)}_{ranks}_{precision}_{device}.jsonl")
+def hpcgnn_run(parts, ranks, precision, device, epochs, gpu, extra=(), env=None):
+    """One hpcgnn training run (``extra`` flags, ``env`` variables); its row's figures."""
+    tag = "".join(c for c in "_".join(extra) if c.isalnum() or c == "_")
+    metrics = os.path.join(common.WORK, f"gpu_{os.path.basename(parts)}_{ranks}_{precision}_{device}{tag}.jsonl")
     if os.path.exists(metrics):
         os.unlink(metrics)
     flags = ["--device", "cpu", "--kernels", "torch"] if device == "cpu-as-gpu" else ["--device", device]
+    if device == "cpu-as-gpu":  # the GPU path's staging (and the rows it keeps) on the CPU
+        env = dict(env or {}, HPCGNN_DEVICE_STAGE="1")
     monitor = GpuMonitor(gpu)
-    wall, _, _ = common.timed([mpiexec(), "-n", str(ranks), sys.executable, "-m", "hpcgnn.train", "--data", parts,
-                               "--epochs", str(epochs), "--metrics-file", metrics, "--precision", precision,
-                               *flags, *MODEL])
+    wall, _, _ = common.timed(["timeout", str(RUN_TIMEOUT_S), mpiexec(), "-n", str(ranks), sys.executable, "-m",
+                               "hpcgnn.train", "--data", parts, "--epochs", str(epochs), "--metrics-file", metrics,
+                               "--precision", precision, *flags, *MODEL, *extra], env=env)
     utilisation = monitor.mean()
     with open(metrics) as fh:
         records = [json.loads(line) for line in fh]
@@ -151,7 +186,57 @@ def hpcgnn_run(parts, ranks, precision, device, epochs, gpu):
     return {"epoch_s": float(last["epoch_time_s"]), "phases": phases,
             "model_ms_per_step": 1000 * phases["compute"] / max(last["steps"], 1), "steps": last["steps"],
             "gpu_util": utilisation, "gpu_mem_MiB": records[-1].get("gpu_memory_peak_MiB"),
-            "test_acc": records[-1].get("test_acc"), "wall_s": wall}
+            "test_acc": records[-1].get("test_acc"), "wall_s": wall,
+            "device_rows": records[0].get("settings", {}).get("device_rows")}
+
+
+class Mps:
+    """An NVIDIA MPS control daemon of this benchmark's own (private pipe and log folders), so that
+    the ranks sharing the GPU run their kernels in one context instead of taking turns; ``env``:
+    the variables a client needs, None when MPS is not available here (``why`` says why)."""
+
+    def __init__(self):
+        self.env, self.why, self.folder = None, "", None
+        control = shutil.which("nvidia-cuda-mps-control")
+        if control is None:
+            self.why = "no nvidia-cuda-mps-control on PATH"
+            return
+        self.folder = tempfile.mkdtemp(prefix="hpcgnn-mps-")
+        env = {"CUDA_MPS_PIPE_DIRECTORY": os.path.join(self.folder, "pipe"),
+               "CUDA_MPS_LOG_DIRECTORY": os.path.join(self.folder, "log")}
+        for path in env.values():
+            os.makedirs(path)
+        self.control = [control]
+        started = subprocess.run([control, "-d"], env=dict(os.environ, **env), capture_output=True, text=True,
+                                 timeout=30)
+        if started.returncode:
+            self.why = f"the daemon did not start: {(started.stderr or started.stdout).strip()[:200]}"
+            return
+        try:
+            probe = subprocess.run([sys.executable, "-c", PROBE], env=dict(os.environ, **env), capture_output=True,
+                                   text=True, timeout=60)
+            ok = probe.returncode == 0 and probe.stdout.strip().endswith("4.0")
+            detail = (probe.stderr or probe.stdout).strip()[-200:]
+        except subprocess.TimeoutExpired:
+            ok, detail = False, "a client hung for 60 s"
+        if not ok:
+            self.why = f"a client could not compute under it: {detail}"
+            self.close(env)
+            return
+        self.env = env
+
+    def close(self, env=None):
+        env = env or self.env
+        if env is not None:
+            try:
+                subprocess.run(self.control, input="quit\n", env=dict(os.environ, **env), capture_output=True,
+                               text=True, timeout=30)
+            except subprocess.TimeoutExpired:
+                print("# NVIDIA MPS: the daemon did not answer 'quit' in 30 s", flush=True)
+            self.env = None
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
 
 
 # -- the plain single-GPU loop -----------------------------------------------------------------------
@@ -285,13 +370,51 @@ def cell(value, fmt):
 def print_row(row):
     r = row.get("result")
     if r is None:
-        print(f"| {row['system']} | {row['device']} | {row['ranks']} | {row['precision']} | {row['note']} "
+        print(f"| {row['system']} | {row['shown_device']} | {row['ranks']} | {row['precision']} | {row['note']} "
               "| | | | | |", flush=True)
         return
     ph = "/".join(f"{r['phases'][k]:.2f}" for k in PHASES)
-    print(f"| {row['system']} | {row['device']} | {row['ranks']} | {row['precision']} | {r['epoch_s']:.2f} | {ph} "
+    print(f"| {row['system']} | {row['shown_device']} | {row['ranks']} | {row['precision']} | {r['epoch_s']:.2f} "
+          f"| {ph} "
           f"| {r['model_ms_per_step']:.1f} | {cell(r.get('gpu_util'), '.0f')} | {cell(r.get('gpu_mem_MiB'), '.0f')} "
           f"| {cell(r.get('test_acc'), '.4f')} |", flush=True)
+
+
+#: the table's systems
+SYSTEMS = {"cpu": "hpcgnn CPU", "gpu": "hpcgnn --device cuda",
+           "gpu-host-rows": "hpcgnn --device cuda --device-rows-mb 0", "gpu-mps": "hpcgnn --device cuda, MPS",
+           "plain": "plain PyTorch loop"}
+
+
+def plan_rows(device_name, gpu, cpu_ranks, gpu_ranks, precisions, with_mps):
+    """The table's rows in order of importance (a run that would pass the budget is skipped):
+    the CPU baseline, the GPU path at each rank count, the plain loop, the GPU path with every
+    feature row gathered on the host (at the fastest count), under MPS, then bf16."""
+    plain_device = "cuda" if gpu else "cpu"
+
+    def row(kind, device, ranks, precision):
+        return {"system": SYSTEMS[kind], "kind": kind, "device": device, "ranks": ranks, "precision": precision,
+                "shown_device": "cpu (standing in for cuda)" if device == "cpu-as-gpu" else device}
+
+    plan = [row("cpu", "cpu", cpu_ranks, "fp32")]
+    plan += [row("gpu", device_name, r, "fp32") for r in gpu_ranks]
+    plan += [row("plain", plain_device, 1, "fp32"), row("gpu-host-rows", device_name, None, "fp32")]
+    if "bf16" in precisions:
+        plan += [row("cpu", "cpu", cpu_ranks, "bf16"), row("gpu", device_name, None, "bf16"),
+                 row("plain", plain_device, 1, "bf16")]
+    if with_mps:  # last: the daemon starts before the first of them and stops after the last
+        plan += [row("gpu-mps", device_name, r, "fp32") for r in gpu_ranks if r > 1]
+    return plan
+
+
+def run_row(row, graph, parts, epochs, gpu, mps):
+    """One row's run; its figures."""
+    kind, ranks = row["kind"], row["ranks"]
+    if kind == "plain":
+        return plain_run(graph, row["device"], epochs, row["precision"], gpu)
+    extra = ("--device-rows-mb", "0") if kind == "gpu-host-rows" else ()
+    env = mps.env if kind == "gpu-mps" else None
+    return hpcgnn_run(parts[ranks], ranks, row["precision"], row["device"], epochs, gpu and kind != "cpu", extra, env)
 
 
 def main():
@@ -303,6 +426,8 @@ def main():
     parser.add_argument("--gpu-ranks", default="", help="rank counts sharing the GPU (default 1,4,8,16; quick 1,2)")
     parser.add_argument("--precisions", default="fp32,bf16")
     parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--no-mps", dest="mps", action="store_false",
+                        help="no rows under NVIDIA MPS (by default they run where nvidia-cuda-mps-control starts)")
     parser.add_argument("--budget-s", type=float, default=450.0,
                         help="skip a run that would end after this many seconds from the start")
     parser.add_argument("--plain-loop", help=argparse.SUPPRESS)
@@ -331,6 +456,7 @@ def main():
              "mpiexec": mpiexec()}
     print("# " + json.dumps(facts), flush=True)
 
+    check_launcher()
     t0 = time.perf_counter()
     graph = common.ensure_graph(*sizes)
     t_graph = time.perf_counter() - t0
@@ -339,41 +465,46 @@ def main():
     print(f"# graph {t_graph:.0f} s, random partitions into {sorted(parts)} parts {t_parts:.0f} s", flush=True)
 
     device_name = "cuda" if gpu else "cpu-as-gpu"
-    plan = [("hpcgnn CPU", "cpu", cpu_ranks, "fp32")]
-    plan += [("hpcgnn --device cuda", device_name, r, "fp32") for r in sorted(gpu_ranks, reverse=True)]
-    plan += [("plain PyTorch loop", "cuda" if gpu else "cpu", 1, "fp32")]
-    if "bf16" in precisions:
-        plan += [("hpcgnn CPU", "cpu", cpu_ranks, "bf16"), ("hpcgnn --device cuda", device_name, None, "bf16"),
-                 ("plain PyTorch loop", "cuda" if gpu else "cpu", 1, "bf16")]
+    mps = None
     print("| system | device | ranks | precision | epoch s | sample/gather/copy/compute/allreduce/wait s (max over "
           "ranks) | model ms/step | GPU util % | GPU mem MiB | test acc |\n|---|---|---|---|---|---|---|---|---|---|",
           flush=True)
     rows, longest = [], 0.0
-    for system, device, ranks, precision in plan:
-        if ranks is None:  # bf16 on the GPU: at the rank count fastest in fp32
-            fastest = [r for r in rows if r["device"] == device_name and r.get("result")]
-            ranks = min(fastest, key=lambda r: r["result"]["epoch_s"])["ranks"] if fastest else max(gpu_ranks)
-        row = {"system": system, "device": "cpu (standing in for cuda)" if device == "cpu-as-gpu" else device,
-               "ranks": ranks, "precision": precision}
-        elapsed = time.perf_counter() - started
-        if elapsed + longest > args.budget_s:
-            row["note"] = f"skipped: {elapsed:.0f} s gone, the longest run took {longest:.0f} s (--budget-s)"
-        else:
-            t1 = time.perf_counter()
-            if system.startswith("plain"):
-                row["result"] = plain_run(graph, device, args.epochs, precision, gpu)
+    try:
+        for entry in plan_rows(device_name, gpu, cpu_ranks, gpu_ranks, precisions, gpu and args.mps):
+            row = dict(entry)
+            if row["kind"] == "gpu-mps" and mps is None:
+                mps = Mps()
+                facts["mps"] = "on" if mps.env else f"not available: {mps.why}"
+                print(f"# NVIDIA MPS: {facts['mps']}", flush=True)
+            if row["kind"] == "gpu-mps" and not mps.env:
+                continue
+            if row["ranks"] is None:  # at the rank count fastest in fp32 with rows on the GPU
+                fastest = [r for r in rows if r["system"] == SYSTEMS["gpu"] and r.get("result")]
+                row["ranks"] = (min(fastest, key=lambda r: r["result"]["epoch_s"])["ranks"] if fastest
+                                else max(gpu_ranks))
+            elapsed = time.perf_counter() - started
+            if elapsed + longest > args.budget_s:
+                row["note"] = f"skipped: {elapsed:.0f} s gone, the longest run took {longest:.0f} s (--budget-s)"
             else:
-                row["result"] = hpcgnn_run(parts[ranks], ranks, precision, "cpu" if system == "hpcgnn CPU" else device,
-                                           args.epochs, gpu and system != "hpcgnn CPU")
-            longest = max(longest, time.perf_counter() - t1)
-        rows.append(row)
-        print_row(row)
+                t1 = time.perf_counter()
+                try:
+                    row["result"] = run_row(row, graph, parts, args.epochs, gpu, mps)
+                except (RuntimeError, OSError) as failed:  # one failed variant: its row says so, the table goes on
+                    row["note"] = f"failed: {str(failed)[:160]}"
+                longest = max(longest, time.perf_counter() - t1)
+            rows.append(row)
+            print_row(row)
+    finally:
+        if mps is not None:
+            mps.close()
     total = time.perf_counter() - started
     print(f"# total {total:.0f} s (graph {t_graph:.0f} s, partitions {t_parts:.0f} s)", flush=True)
     if not gpu:
         print("# --device cpu: every row ran on the CPU; the GPU figures are still to be taken on a GPU machine")
-    common.record([{"system": r["system"], "device": r["device"], "ranks": r["ranks"], "precision": r["precision"],
-                    **({"note": r["note"]} if "note" in r else {}), **(r.get("result") or {})} for r in rows],
+    common.record([{"system": r["system"], "device": r["shown_device"], "ranks": r["ranks"],
+                    "precision": r["precision"], **({"note": r["note"]} if "note" in r else {}),
+                    **(r.get("result") or {})} for r in rows],
                   title=f"GPU compute path, GraphSAGE 2x{HIDDEN}, fanouts 10,25, batch {BATCH} per rank, "
                         f"{args.epochs} epochs, RMAT {sizes[0]:,} nodes",
                   figures={"total_s": total, "graph_s": t_graph, "partitions_s": t_parts}, facts=facts)

@@ -1,7 +1,7 @@
 """Where one rank's GPU training step spends its time: ``torch.profiler`` over a few steps of
 hpcgnn ``--device cuda`` on one rank (GraphSAGE 2x256, fanouts 10,25, batch 1000, as
 bench/gpu.py), printing the operators by total CUDA time and by host time, and writing the
-tables to a JSON record.
+tables to a JSON record. Only the training steps are profiled (no evaluation).
 
     python bench/gpu_profile.py --data bench/work/gpu_<graph>_random_1     # after bench/gpu.py
     python bench/gpu_profile.py --data parts/g --device cpu --steps 5      # the same tables on the CPU
@@ -33,7 +33,7 @@ def main():
     from hpcgnn.training.loop import run
 
     flags = ["--data", args.data, "--model", "sage", "--hidden", "256", "--fanouts", "10,25", "--batch-size", "1000",
-             "--epochs", "1", "--steps-per-epoch", str(args.steps), "--eval-every", "0", "--no-progress",
+             "--epochs", "1", "--steps-per-epoch", str(args.steps), "--eval-every", "never", "--no-progress",
              "--device", args.device, "--precision", args.precision]
     if args.device == "cpu":
         flags += ["--kernels", "torch"]
