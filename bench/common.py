@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -179,6 +180,37 @@ def timed(cmd, cwd=None, env=None):
         sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
         raise RuntimeError(f"command failed ({proc.returncode}): {' '.join(cmd)}")
     return wall, int(lines[-1]) / 1024 if lines else float("nan"), proc.stdout
+
+
+def mpiexec() -> str:
+    """The mpiexec of the MPI mpi4py runs on: the one beside this Python (the mpich wheel's), else PATH's."""
+    local = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    found = local if os.path.exists(local) else shutil.which("mpiexec")
+    if found is None:
+        sys.exit("no mpiexec beside this Python or on PATH (pip install mpich)")
+    return found
+
+
+def check_launcher(script="this benchmark"):
+    """Exit at once, in one line, unless ``mpiexec -n 2`` starts one MPI job of 2 ranks within 60 s
+    (a launcher of another MPI than the one mpi4py loads starts independent copies, and a broken
+    one can hang until each run's timeout): minutes of a borrowed GPU machine are not spent on
+    runs that cannot start."""
+    # torch first, as hpcgnn imports it: a library it loads can decide which MPI mpi4py's wheel takes
+    probe = [mpiexec(), "-n", "2", sys.executable, "-c",
+             "import sys, torch; from mpi4py import MPI; sys.stdout.write(f'{MPI.COMM_WORLD.size} '"
+             "f'{MPI.Get_library_version().splitlines()[0]}' + chr(10))"]  # one write: ranks' lines stay whole
+    try:
+        done = subprocess.run(probe, capture_output=True, text=True, timeout=60, env=serial_env())
+        lines = done.stdout.strip().splitlines()
+        ok = done.returncode == 0 and len(lines) == 2 and all(line.startswith("2 ") for line in lines)
+        said = (done.stdout + done.stderr).strip().replace("\n", " | ")[:300]
+    except subprocess.TimeoutExpired:
+        ok, said = False, "no answer in 60 s"
+    if not ok:
+        sys.exit(f"{script}: '{probe[0]} -n 2' did not start one 2-rank MPI job ({said}): use the mpiexec of "
+                 "the MPI mpi4py loads (MPI4PY_MPIABI / MPI4PY_LIBMPI choose it for mpi4py's wheel)")
+    print(f"# launcher: {lines[0].split(' ', 1)[1]}", flush=True)
 
 
 def hpcgnn_cmd(*args):

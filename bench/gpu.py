@@ -68,36 +68,6 @@ RUN_TIMEOUT_S = 180
 PROBE = "import torch; print(float(torch.ones(4, device='cuda').sum()))"
 
 
-def mpiexec() -> str:
-    """The mpiexec of the MPI mpi4py runs on: the one beside this Python (the mpich wheel's), else PATH's."""
-    local = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    found = local if os.path.exists(local) else shutil.which("mpiexec")
-    if found is None:
-        sys.exit("no mpiexec beside this Python or on PATH (pip install mpich)")
-    return found
-
-
-def check_launcher():
-    """Exit at once, in one line, unless ``mpiexec -n 2`` starts one MPI job of 2 ranks within 60 s
-    (a launcher of another MPI than the one mpi4py loads starts independent copies, and a broken
-    one can hang until each run's timeout): minutes of a borrowed GPU machine are not spent on
-    runs that cannot start."""
-    probe = [mpiexec(), "-n", "2", sys.executable, "-c",
-             "import sys; from mpi4py import MPI; sys.stdout.write(f'{MPI.COMM_WORLD.size} '"
-             "f'{MPI.Get_library_version().splitlines()[0]}' + chr(10))"]  # one write: ranks' lines stay whole
-    try:
-        done = subprocess.run(probe, capture_output=True, text=True, timeout=60, env=common.serial_env())
-        lines = done.stdout.strip().splitlines()
-        ok = done.returncode == 0 and len(lines) == 2 and all(line.startswith("2 ") for line in lines)
-        said = (done.stdout + done.stderr).strip().replace("\n", " | ")[:300]
-    except subprocess.TimeoutExpired:
-        ok, said = False, "no answer in 60 s"
-    if not ok:
-        sys.exit(f"bench/gpu.py: '{probe[0]} -n 2' did not start one 2-rank MPI job ({said}): use the mpiexec of "
-                 "the MPI mpi4py loads (MPI4PY_MPIABI / MPI4PY_LIBMPI choose it for mpi4py's wheel)")
-    print(f"# launcher: {lines[0].split(' ', 1)[1]}", flush=True)
-
-
 class GpuMonitor:
     """Mean GPU utilisation while a run trains: ``nvidia-smi`` sampled every 0.2 s, else
     ``torch.cuda.utilization`` polled; None where neither answers."""
@@ -174,7 +144,7 @@ def hpcgnn_run(parts, ranks, precision, device, epochs, gpu, extra=(), env=None)
     if device == "cpu-as-gpu":  # the GPU path's staging (and the rows it keeps) on the CPU
         env = dict(env or {}, HPCGNN_DEVICE_STAGE="1")
     monitor = GpuMonitor(gpu)
-    wall, _, _ = common.timed(["timeout", str(RUN_TIMEOUT_S), mpiexec(), "-n", str(ranks), sys.executable, "-m",
+    wall, _, _ = common.timed(["timeout", str(RUN_TIMEOUT_S), common.mpiexec(), "-n", str(ranks), sys.executable, "-m",
                                "hpcgnn.train", "--data", parts, "--epochs", str(epochs), "--metrics-file", metrics,
                                "--precision", precision, *flags, *MODEL, *extra], env=env)
     utilisation = monitor.mean()
@@ -453,10 +423,10 @@ def main():
     common.print_header(f"GPU compute path: GraphSAGE 2x{HIDDEN}, fanouts {','.join(map(str, FANOUTS))}, batch "
                         f"{BATCH}/rank, {args.epochs} epochs, RMAT {sizes[0]:,} nodes {sizes[1]:,} generated edges")
     facts = {"gpu": gpu_name if gpu else "none (--device cpu: the GPU rows ran on the CPU)", "cores": cores,
-             "mpiexec": mpiexec()}
+             "mpiexec": common.mpiexec()}
     print("# " + json.dumps(facts), flush=True)
 
-    check_launcher()
+    common.check_launcher("bench/gpu.py")
     t0 = time.perf_counter()
     graph = common.ensure_graph(*sizes)
     t_graph = time.perf_counter() - t0

@@ -59,7 +59,7 @@ def parts_for(graph, ranks):
 def launch(ranks, args, pinned):
     """The mpiexec command of ``ranks`` ranks running ``args``; ``pinned``: rank r on core r (MPMD
     with taskset), so the straggler's process shares exactly one rank's core."""
-    mpiexec = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    mpiexec = common.mpiexec()
     run = [sys.executable, "-m", "hpcgnn.train", *args]
     if not pinned:
         return [mpiexec, "-n", str(ranks), *run]
@@ -223,6 +223,7 @@ def main():
     if "straggler" in scenarios and (os.cpu_count() or 1) < 2:
         parser.error("the straggler scenario pins two ranks to two cores: this machine has one")
     common.print_header("straggler benchmark: synchronous training against the straggler-tolerant modes")
+    common.check_launcher("bench/straggler.py")
     rows = []
     for graph in args.graphs.split(","):
         if "straggler" in scenarios:

@@ -64,7 +64,7 @@ def test_the_device_stage_leaves_the_losses_unchanged(nranks, comm, shared_tmp, 
     assert all(h["phases_s"]["copy"][1] == 0 for h in plain)
 
 
-@pytest.mark.mpi(sizes=(1, 2, 4))
+@pytest.mark.mpi(sizes=(2, 4))
 @pytest.mark.parametrize("budget,force_rma", [("100", "0"), ("100", "1"), ("0.002", "0")],
                          ids=["node-rows", "own-part-only", "cut-by-budget"])
 def test_rows_kept_on_the_device_leave_the_losses_unchanged(nranks, comm, shared_tmp, budget, force_rma,
