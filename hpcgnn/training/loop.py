@@ -304,6 +304,8 @@ def _train(config: TrainConfig, comm, fold=None, refit=None, votes=None):
     cross_validating = bool(config.evaluation.refit_folds) and fold is not None
     session = open_session(config, comm, fold=fold)
     config = session.config  # with what the dataset decided (the metric)
+    if votes is not None:  # a refusal comes before any training
+        votes.check(session)
     first_epoch, history, saved_ranks = (resume_session(session, output.checkpoint_dir) if output.resume
                                          else (0, [], comm.size))
     if output.checkpoint_dir:  # one dataset per directory; a new run's best is yet to come

@@ -135,14 +135,20 @@ class FoldVotes:
     def __init__(self, epochs):
         self.epochs, self.by_epoch = int(epochs), {}
 
+    def check(self, session):
+        """Local. Before training: refuse in one line a run whose kept probabilities would pass
+        :data:`VOTES_LIMIT_BYTES` on this rank (float32, every test node it owns, every output,
+        every epoch)."""
+        tests, outputs = int(owned_test_mask(session.graph).sum()), int(session.facts.num_classes)
+        needed = 4 * tests * outputs * self.epochs
+        if needed > VOTES_LIMIT_BYTES:
+            raise InputError(None, f"keeping the fold models' test predictions would take {needed / 2**30:.1f} GiB "
+                             f"on rank {session.comm.rank} ({tests:,} test nodes x {outputs} outputs x "
+                             f"{self.epochs} epochs); pass --refit-predict last", "--refit-predict", "ensemble")
+
     def keep(self, epoch, rows, session):
-        votes = test_probabilities(rows, session).astype(np.float32)
-        if not self.by_epoch and votes.nbytes * self.epochs > VOTES_LIMIT_BYTES:
-            raise InputError(None, f"keeping the fold models' test predictions would take "
-                             f"{votes.nbytes * self.epochs / 2**30:.1f} GiB on rank {session.comm.rank} "
-                             f"({votes.shape[0]:,} test nodes x {votes.shape[1]} outputs x {self.epochs} epochs); "
-                             "pass --refit-predict last", "--refit-predict", "ensemble")
-        self.by_epoch[epoch] = votes
+        """Local. This evaluation's probabilities of the test nodes, by epoch."""
+        self.by_epoch[epoch] = test_probabilities(rows, session).astype(np.float32)
 
     def final(self, session, record) -> dict:
         """Local. A fold's final record is not reported: as it is."""
@@ -150,21 +156,26 @@ class FoldVotes:
 
 
 class EnsembleVotes:
-    """The last run's side of ``--refit-predict ensemble``: ``fold_sum``, the folds' summed
+    """Local. The last run's side of ``--refit-predict ensemble``: ``fold_sum``, the folds' summed
     probabilities of this rank's test nodes at the chosen count, joined by the last run's own."""
 
     def __init__(self, fold_sum, folds):
-        self.fold_sum, self.folds, self.last = fold_sum, int(folds), None
+        self.fold_sum, self.folds, self.rows = fold_sum, int(folds), None
+
+    def check(self, session):
+        """Local. Nothing to refuse: the folds' sum is already held."""
 
     def keep(self, epoch, rows, session):
-        """Local. The latest evaluation's probabilities (the last epoch's, once the run ends)."""
-        self.last = test_probabilities(rows, session)
+        """Local. The latest evaluation's output rows (the last epoch's, once the run ends; read
+        only then)."""
+        self.rows = rows
 
     def final(self, session, record) -> dict:
         """Collective over session.comm. ``record`` (the last run's final record) with its test
         figures those of the average, and the last run's own under ``refit.last_run``."""
-        mean = (self.fold_sum + self.last) / (self.folds + 1)
-        ensemble, alone = (self._test_figures(session, probabilities) for probabilities in (mean, self.last))
+        last = test_probabilities(self.rows, session)
+        mean = (self.fold_sum + last) / (self.folds + 1)
+        ensemble, alone = (self._test_figures(session, probabilities) for probabilities in (mean, last))
         refit = dict(record["refit"], last_run=alone, averaged_models=self.folds + 1)
         return dict(record, **ensemble, refit=refit)
 

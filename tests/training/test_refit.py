@@ -119,6 +119,9 @@ class LastTestRows:
     """The test's own reading of a run: the logits and labels of this rank's test nodes at the
     run's last evaluation (the loop hands every evaluation's rows to a run's votes)."""
 
+    def check(self, session):
+        """Nothing to refuse."""
+
     def keep(self, epoch, rows, session):
         mask = session.graph.ndata["test_mask"].local.astype(bool)
         self.logits = np.asarray(rows, dtype=np.float64)[mask]
@@ -173,6 +176,24 @@ def test_the_ensemble_scores_the_mean_probabilities_of_the_fold_models_and_the_l
     assert final["refit"]["averaged_models"] == 4 and final["refit"]["predict"] == "ensemble"
 
 
+@pytest.mark.mpi(sizes=(1,))
+def test_the_folds_predictions_are_refused_before_the_first_epoch(nranks, comm, shared_tmp, monkeypatch):
+    from hpcgnn.runtime.errors import InputError
+    from hpcgnn.testing.datasets import make_dataset
+    from hpcgnn.training import loop, refit
+    from hpcgnn.training.config import parse_train_config
+
+    path, _ = make_dataset(comm, shared_tmp, nranks, name="refused", num_nodes=300)
+    monkeypatch.setattr(refit, "VOTES_LIMIT_BYTES", 64)
+    trained = []
+    monkeypatch.setattr(loop, "train_epochs", lambda *args, **kwargs: trained.append(args))
+    flags = ["--data", path, "--hidden", "8", "--fanouts", "3,3", "--no-progress", "--prefetch", "0",
+             "--epochs", "4", "--refit-folds", "2"]
+    with pytest.raises(InputError, match="--refit-predict last"):
+        loop.run(parse_train_config(flags), comm)
+    assert trained == []
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--task", "link"], "--task link trains on no node mask"),
     (["--resume", "--checkpoint-dir", "ck"], "train without --resume"),
@@ -211,8 +232,8 @@ def test_the_folds_predictions_are_refused_before_they_outgrow_the_limit(monkeyp
     monkeypatch.setattr(refit, "VOTES_LIMIT_BYTES", 1 << 20)
     test_mask = SimpleNamespace(local=np.ones(1000, dtype=np.int8))
     session = SimpleNamespace(graph=SimpleNamespace(ndata={"test_mask": test_mask}),
-                              facts=SimpleNamespace(kind="multiclass"), comm=SimpleNamespace(rank=0))
-    refit.FoldVotes(epochs=60).keep(1, np.zeros((1000, 4)), session)  # 16 kB an epoch: 0.9 MiB in all
+                              facts=SimpleNamespace(kind="multiclass", num_classes=4), comm=SimpleNamespace(rank=0))
+    refit.FoldVotes(epochs=60).check(session)  # 16 kB an epoch: 0.9 MiB in all
     with pytest.raises(InputError) as caught:
-        refit.FoldVotes(epochs=70).keep(1, np.zeros((1000, 4)), session)
+        refit.FoldVotes(epochs=70).check(session)
     assert "--refit-predict" in str(caught.value) and "--refit-predict last" in str(caught.value)
